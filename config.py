@@ -1,0 +1,129 @@
+"""Settings, every one read from the environment (documented once, in README.md)."""
+
+import os
+from datetime import timedelta
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else default
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = env(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = env(name)
+    return int(value) if value is not None else default
+
+
+def env_list(name: str) -> list[str]:
+    return [item.strip().rstrip("/") for item in (env(name) or "").split(",") if item.strip()]
+
+
+def database_url(url: str | None) -> str | None:
+    """Use the psycopg 3 driver for plain postgres:// URLs (as hosting providers hand them out)."""
+    if url is None:
+        return None
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+class Config:
+    SECRET_KEY = env("SECRET_KEY")
+    # None means "SQLite in the instance folder"; create_app() fills in the path.
+    SQLALCHEMY_DATABASE_URI = database_url(env("DATABASE_URL"))
+    SQLALCHEMY_ENGINE_OPTIONS = {"pool_pre_ping": True}  # noqa: RUF012
+    REDIS_URL = env("REDIS_URL")
+
+    # Server-side sessions: a file store under the instance folder unless Redis is configured.
+    SESSION_TYPE = env("SESSION_TYPE", "redis" if REDIS_URL else "cachelib")
+    SESSION_FILE_DIR = env("SESSION_FILE_DIR")  # default: <instance folder>/sessions
+    SESSION_PERMANENT = False  # only "remember" makes the cookie outlive the browser
+    SESSION_REFRESH_EACH_REQUEST = False  # the store is refreshed at most once per interval
+    SESSION_TOUCH_INTERVAL = env_int("SESSION_TOUCH_INTERVAL", 300)
+    SESSION_IDLE_LIFETIME = timedelta(hours=env_int("SESSION_IDLE_HOURS", 12))
+    PERMANENT_SESSION_LIFETIME = timedelta(days=env_int("SESSION_REMEMBER_DAYS", 14))
+    SESSION_KEY_PREFIX = env("SESSION_KEY_PREFIX", "session:")
+    SESSION_COOKIE_NAME = env("SESSION_COOKIE_NAME", "session")
+    SESSION_COOKIE_HTTPONLY = True
+    SESSION_COOKIE_SAMESITE = env("SESSION_COOKIE_SAMESITE", "Lax")
+    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+
+    # Rate limits (Flask-Limiter): memory by default, Redis when configured.
+    RATELIMIT_ENABLED = env_bool("RATELIMIT_ENABLED", True)
+    RATELIMIT_STORAGE_URI = env("RATELIMIT_STORAGE_URI", REDIS_URL or "memory://")
+    RATELIMIT_KEY_PREFIX = env("RATELIMIT_KEY_PREFIX", "directory-api")
+    RATELIMIT_HEADERS_ENABLED = True
+    RATELIMIT_STRATEGY = "moving-window"
+    RATELIMIT_LOGIN_PER_IP = env("RATELIMIT_LOGIN_PER_IP", "10/minute")
+    RATELIMIT_LOGIN_PER_EMAIL = env("RATELIMIT_LOGIN_PER_EMAIL", "5/minute")
+
+    # Requests
+    MAX_CONTENT_LENGTH = env_int("MAX_CONTENT_LENGTH", 64 * 1024)
+    PROXY_FIX_X_FOR = env_int("PROXY_FIX_X_FOR", 0)
+    PROXY_FIX_X_PROTO = env_int("PROXY_FIX_X_PROTO", 0)
+    CORS_ORIGINS = env_list("CORS_ORIGINS")
+
+    # Passwords (Argon2id); OWASP's second recommended profile by default.
+    ARGON2_TIME_COST = env_int("ARGON2_TIME_COST", 2)
+    ARGON2_MEMORY_COST = env_int("ARGON2_MEMORY_COST", 19 * 1024)
+    ARGON2_PARALLELISM = env_int("ARGON2_PARALLELISM", 1)
+
+    # Mail
+    FRONTEND_URL = env("FRONTEND_URL", "http://localhost:3000")
+    MAIL_SERVER = env("MAIL_SERVER")
+    MAIL_PORT = env_int("MAIL_PORT", 25)
+    MAIL_USE_TLS = env_bool("MAIL_USE_TLS", False)
+    MAIL_USE_SSL = env_bool("MAIL_USE_SSL", False)
+    MAIL_USERNAME = env("MAIL_USERNAME")
+    MAIL_PASSWORD = env("MAIL_PASSWORD")
+    MAIL_DEFAULT_SENDER = env("MAIL_DEFAULT_SENDER", "Directory <no-reply@localhost>")
+    VOTE_FALLBACK_RECIPIENT = env("VOTE_FALLBACK_RECIPIENT")
+
+    JSON_LOG = env_bool("JSON_LOG", False)
+
+
+class DevelopmentConfig(Config):
+    ENV_NAME = "development"
+    SECRET_KEY = Config.SECRET_KEY or "dev-only-not-secret"
+
+
+class TestingConfig(Config):
+    ENV_NAME = "testing"
+    TESTING = True
+    SECRET_KEY = "test-only-not-secret"  # noqa: S105
+    SQLALCHEMY_DATABASE_URI = database_url(env("TEST_DATABASE_URL"))
+    REDIS_URL = env("TEST_REDIS_URL")
+    SESSION_TYPE = "redis" if REDIS_URL else "cachelib"
+    RATELIMIT_STORAGE_URI = REDIS_URL or "memory://"
+    # Cheapest Argon2id parameters: tests hash many passwords and must stay fast.
+    ARGON2_TIME_COST = 1
+    ARGON2_MEMORY_COST = 8
+    ARGON2_PARALLELISM = 1
+    MAIL_SERVER = None
+    CORS_ORIGINS: list[str] = []  # noqa: RUF012
+
+
+class ProductionConfig(Config):
+    ENV_NAME = "production"
+    ALLOW_SQLITE_IN_PRODUCTION = env_bool("ALLOW_SQLITE_IN_PRODUCTION", False)
+    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
+    JSON_LOG = env_bool("JSON_LOG", True)
+
+
+configs = {
+    "development": DevelopmentConfig,
+    "testing": TestingConfig,
+    "production": ProductionConfig,
+}
+
+
+def get_config(name: str | None = None) -> type[Config]:
+    return configs[name or env("APP_ENV", "development")]

@@ -1,0 +1,120 @@
+"""The Directory API application factory."""
+
+import os
+from typing import Any
+
+from flask import Flask
+from flask_cors import CORS
+from sqlalchemy import event
+from werkzeug.middleware.proxy_fix import ProxyFix
+
+from config import get_config
+
+from . import models  # noqa: F401  (every model registered before Alembic looks)
+from .errors import register_error_handlers
+from .extensions import db, limiter, login_manager, mail, migrate
+from .protection import register_protection
+from .security import init_password_hasher
+from .sessions import init_sessions
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXPOSED_HEADERS = [
+    "Link",
+    "Location",
+    "Retry-After",
+    "X-Request-ID",
+    "X-RateLimit-Limit",
+    "X-RateLimit-Remaining",
+    "X-RateLimit-Reset",
+]
+
+
+def create_app(config_name: str | None = None, **overrides: Any) -> Flask:
+    """Build the app for `config_name` (development, testing, production; default APP_ENV)."""
+    app = Flask(__name__, instance_relative_config=True, static_folder=None)
+    app.config.from_object(get_config(config_name))
+    app.config.update(overrides)
+    configure_database(app)
+    check_production_settings(app)
+    register_protection(app)
+    register_extensions(app)
+    register_blueprints(app)
+    register_error_handlers(app)
+    register_commands(app)
+    return app
+
+
+def configure_database(app: Flask) -> None:
+    os.makedirs(app.instance_path, exist_ok=True)
+    if not app.config.get("SQLALCHEMY_DATABASE_URI"):
+        path = os.path.join(app.instance_path, "directory.sqlite3")
+        app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{path}"
+        app.config["USING_DEFAULT_DATABASE"] = True
+
+
+def check_production_settings(app: Flask) -> None:
+    if app.config.get("TESTING") or app.debug or app.config.get("ENV_NAME") != "production":
+        return
+    problems = []
+    if not app.config.get("SECRET_KEY"):
+        problems.append("set SECRET_KEY to a long random string")
+    if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite") and not app.config.get(
+        "ALLOW_SQLITE_IN_PRODUCTION"
+    ):
+        problems.append("set DATABASE_URL to a PostgreSQL database (postgresql://…)")
+    if problems:
+        raise RuntimeError("Refusing to start in production: " + "; ".join(problems) + ".")
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")  # SQLite ignores foreign keys unless asked
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.close()
+
+
+def register_extensions(app: Flask) -> None:
+    if app.config["PROXY_FIX_X_FOR"] or app.config["PROXY_FIX_X_PROTO"]:
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app,
+            x_for=app.config["PROXY_FIX_X_FOR"],
+            x_proto=app.config["PROXY_FIX_X_PROTO"],
+        )
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.json.ensure_ascii = False  # type: ignore[attr-defined]
+    db.init_app(app)
+    with app.app_context():
+        if db.engine.dialect.name == "sqlite":
+            event.listen(db.engine, "connect", _sqlite_pragmas)
+    migrate.init_app(app, db, directory=os.path.join(PROJECT_ROOT, "migrations"))
+    login_manager.session_protection = None  # sessions are server-side and rotated at login
+    login_manager.init_app(app)
+    init_sessions(app)
+    limiter.init_app(app)
+    mail.init_app(app)
+    init_password_hasher(app)
+    if app.config["CORS_ORIGINS"]:
+        CORS(
+            app,
+            origins=app.config["CORS_ORIGINS"],
+            supports_credentials=True,
+            expose_headers=EXPOSED_HEADERS,
+            allow_headers=["Content-Type", "X-Request-ID"],
+            max_age=600,
+        )
+
+
+def register_blueprints(app: Flask) -> None:
+    from .api import auth, categories, health, me, regions, socials
+
+    for module in (health, auth, me, regions, categories, socials):
+        app.register_blueprint(module.bp)
+
+
+def register_commands(app: Flask) -> None:
+    from .cli import commands
+
+    for command in commands:
+        app.cli.add_command(command)

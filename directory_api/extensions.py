@@ -1,0 +1,33 @@
+"""Extension objects only; create_app() binds them to an application."""
+
+from flask_limiter import Limiter
+from flask_limiter.util import get_remote_address
+from flask_login import LoginManager
+from flask_mail import Mail
+from flask_migrate import Migrate
+from flask_sqlalchemy import SQLAlchemy
+from sqlalchemy import MetaData
+from sqlalchemy.orm import DeclarativeBase
+
+from .types import render_migration_type
+
+# Stable constraint names, so Alembic can alter and drop them on every database.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+db = SQLAlchemy(model_class=Base)
+migrate = Migrate(render_as_batch=True, compare_type=True, render_item=render_migration_type)
+login_manager = LoginManager()
+mail = Mail()
+# Behind a proxy, ProxyFix (PROXY_FIX_X_FOR) makes remote_addr the real client.
+limiter = Limiter(key_func=get_remote_address)
