@@ -1,0 +1,31 @@
+"""All models, importable from one place (Alembic's autogenerate sees them all here)."""
+
+from .base import utcnow
+from .listing import Business, Employer, Listing, ListingSocial
+from .location import Location, Membership, Role
+from .outbox import OutboxMessage, OutboxStatus
+from .reference import Category, Region, Social
+from .token import Token, TokenPurpose
+from .user import User
+from .vote import Vote, VoteType
+
+__all__ = [
+    "Business",
+    "Category",
+    "Employer",
+    "Listing",
+    "ListingSocial",
+    "Location",
+    "Membership",
+    "OutboxMessage",
+    "OutboxStatus",
+    "Region",
+    "Role",
+    "Social",
+    "Token",
+    "TokenPurpose",
+    "User",
+    "Vote",
+    "VoteType",
+    "utcnow",
+]

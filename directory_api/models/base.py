@@ -1,0 +1,45 @@
+"""Column types and mixins shared by every model."""
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import String, Text, Uuid
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ..types import UTCDateTime, utcnow
+
+
+class IdMixin:
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+
+
+class TimestampMixin:
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    updated_at: Mapped[datetime] = mapped_column(
+        UTCDateTime, default=utcnow, onupdate=utcnow, index=True
+    )
+
+
+SLUG_LENGTH = 100
+NAME_LENGTH = 200
+EMAIL_LENGTH = 254
+PHONE_LENGTH = 40
+URL_LENGTH = 2048
+TEXT_LENGTH = 5000
+
+
+class SlugNameMixin:
+    """A globally unique slug and a name (regions, categories, socials, locations)."""
+
+    slug: Mapped[str] = mapped_column(String(SLUG_LENGTH), unique=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), index=True)
+
+
+class ContactMixin:
+    """How to reach a location, business or employer."""
+
+    description: Mapped[str | None] = mapped_column(Text)
+    email: Mapped[str | None] = mapped_column(String(EMAIL_LENGTH))
+    phone: Mapped[str | None] = mapped_column(String(PHONE_LENGTH))
+    address: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    website: Mapped[str | None] = mapped_column(String(URL_LENGTH))

@@ -1,0 +1,46 @@
+"""Locations and the owner/admin memberships that give users access to them."""
+
+import enum
+import uuid
+from datetime import datetime
+
+from sqlalchemy import Boolean, ForeignKey
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from ..extensions import db
+from ..types import UTCDateTime, string_enum, utcnow
+from .base import ContactMixin, IdMixin, SlugNameMixin, TimestampMixin
+from .reference import Region
+
+
+class Role(enum.StrEnum):
+    OWNER = "owner"
+    ADMIN = "admin"
+
+
+class Location(IdMixin, SlugNameMixin, ContactMixin, TimestampMixin, db.Model):
+    __tablename__ = "locations"
+
+    region_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("regions.id", ondelete="RESTRICT"), index=True
+    )
+    directory_location: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+
+    region: Mapped[Region | None] = relationship(lazy="joined")
+
+
+class Membership(db.Model):
+    """A user's role at one location; at most one per user and location (owner supersedes)."""
+
+    __tablename__ = "memberships"
+
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    location_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("locations.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    role: Mapped[Role] = mapped_column(string_enum(Role, "role"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    location: Mapped[Location] = relationship(lazy="joined")

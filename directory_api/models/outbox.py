@@ -1,0 +1,36 @@
+"""The mail outbox: every message is a row, written with the change that causes it."""
+
+import enum
+from datetime import datetime
+
+from sqlalchemy import JSON, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ..extensions import db
+from ..types import string_enum
+from .base import EMAIL_LENGTH, IdMixin, UTCDateTime, utcnow
+
+
+class OutboxStatus(enum.StrEnum):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+class OutboxMessage(IdMixin, db.Model):
+    __tablename__ = "outbox"
+    __table_args__ = (Index("ix_outbox_status_next_attempt", "status", "next_attempt_at"),)
+
+    recipients: Mapped[list[str]] = mapped_column(JSON)
+    subject: Mapped[str] = mapped_column(String(998))
+    body: Mapped[str] = mapped_column(Text)
+    reply_to: Mapped[str | None] = mapped_column(String(EMAIL_LENGTH))
+    status: Mapped[OutboxStatus] = mapped_column(
+        string_enum(OutboxStatus, "outbox_status"),
+        default=OutboxStatus.PENDING,
+    )
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -1,0 +1,33 @@
+"""The reference lists: regions, categories (two levels) and socials."""
+
+import uuid
+
+from sqlalchemy import ForeignKey, String
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from ..extensions import db
+from .base import URL_LENGTH, IdMixin, SlugNameMixin, TimestampMixin
+
+
+class Region(IdMixin, SlugNameMixin, TimestampMixin, db.Model):
+    __tablename__ = "regions"
+
+
+class Category(IdMixin, SlugNameMixin, TimestampMixin, db.Model):
+    """A category; one with a parent is a subcategory (businesses and employers use those)."""
+
+    __tablename__ = "categories"
+
+    parent_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("categories.id", ondelete="RESTRICT"), index=True
+    )
+
+    parent: Mapped["Category | None"] = relationship(remote_side="Category.id", lazy="joined")
+
+
+class Social(IdMixin, SlugNameMixin, TimestampMixin, db.Model):
+    """A social network that businesses and employers link to."""
+
+    __tablename__ = "socials"
+
+    url: Mapped[str | None] = mapped_column(String(URL_LENGTH))
