@@ -1,0 +1,101 @@
+"""Every error, from every layer, becomes an RFC 9457 application/problem+json response."""
+
+from http import HTTPStatus
+from typing import Any, NoReturn
+
+from flask import Flask, Response, current_app, g, json
+from marshmallow import ValidationError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from werkzeug.exceptions import HTTPException
+
+from .extensions import db
+
+PROBLEM_MIMETYPE = "application/problem+json"
+
+# RFC 9110's names where Python 3.11's HTTPStatus still has the older ones.
+TITLES = {413: "Content Too Large", 422: "Unprocessable Content"}
+
+# Werkzeug's default descriptions speak of "the server" and "the browser"; these speak API.
+DETAILS = {
+    400: "The request body is not valid JSON.",
+    404: "No such resource.",
+    405: "The method is not allowed on this path.",
+    413: "The request body is too large.",
+    415: "The request body must be application/json.",
+}
+
+
+class APIError(HTTPException):
+    """An HTTP error carrying a problem detail and, optionally, per-field `errors`."""
+
+    def __init__(self, status: int, detail: str | None = None, **extra: Any) -> None:
+        super().__init__(description=detail)
+        self.code = status
+        self.extra = extra
+
+
+def abort(status: int, detail: str | None = None, **extra: Any) -> NoReturn:
+    raise APIError(status, detail, **extra)
+
+
+def problem(status: int, detail: str | None = None, **extra: Any) -> Response:
+    """The one builder of problem responses."""
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": TITLES.get(status) or HTTPStatus(status).phrase,
+        "status": status,
+    }
+    if detail:
+        body["detail"] = detail
+    body.update({key: value for key, value in extra.items() if value is not None})
+    return Response(json.dumps(body), status=status, mimetype=PROBLEM_MIMETYPE)
+
+
+def validation_problem(errors: dict[str, Any], detail: str) -> Response:
+    return problem(422, detail, errors=errors)
+
+
+def handle_http_exception(error: HTTPException) -> Response:
+    status = error.code or 500
+    if isinstance(error, APIError):
+        response = problem(status, error.description, **error.extra)
+    else:
+        response = problem(status, DETAILS.get(status) or error.description)
+    # Keep headers the exception carries (Allow on 405, Retry-After on 429).
+    for name, value in error.get_headers():
+        if name.lower() != "content-type":
+            response.headers[name] = value
+    return response
+
+
+def handle_validation_error(error: ValidationError) -> Response:
+    messages = error.messages if isinstance(error.messages, dict) else {"_schema": error.messages}
+    return validation_problem(messages, "The request has invalid fields.")
+
+
+def handle_integrity_error(error: IntegrityError) -> Response:
+    db.session.rollback()
+    current_app.logger.info("integrity conflict: %s", error.orig)
+    return problem(409, "The change conflicts with existing data.")
+
+
+def handle_database_unavailable(error: DBAPIError) -> Response:
+    db.session.rollback()
+    current_app.logger.error("database unavailable: %s", error.orig)
+    return problem(503, "The database is unavailable; try again shortly.")
+
+
+def handle_unexpected(error: Exception) -> Response:
+    db.session.rollback()
+    current_app.logger.exception(
+        "unhandled error (request id %s)", g.get("request_id"), exc_info=error
+    )
+    return problem(500, "An unexpected error occurred.", requestId=g.get("request_id"))
+
+
+def register_error_handlers(app: Flask) -> None:
+    app.register_error_handler(HTTPException, handle_http_exception)
+    app.register_error_handler(ValidationError, handle_validation_error)
+    app.register_error_handler(IntegrityError, handle_integrity_error)
+    app.register_error_handler(OperationalError, handle_database_unavailable)
+    app.register_error_handler(Exception, handle_unexpected)

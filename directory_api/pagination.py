@@ -1,0 +1,91 @@
+"""The one list helper: page, perPage, sort, filters, total and the RFC 8288 Link header."""
+
+from typing import Any
+from urllib.parse import urlencode
+
+from flask import Response, jsonify, request
+from marshmallow import Schema, fields, validate
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import InstrumentedAttribute
+
+from .bodies import load_query
+from .errors import abort
+from .extensions import db
+
+MAX_PER_PAGE = 100
+DEFAULT_PER_PAGE = 20
+
+
+class ListArgs(Schema):
+    """Query parameters every list takes; resources subclass it to add their filters."""
+
+    page = fields.Integer(load_default=1, validate=validate.Range(min=1, max=1_000_000))
+    per_page = fields.Integer(
+        data_key="perPage",
+        load_default=DEFAULT_PER_PAGE,
+        validate=validate.Range(min=1, max=MAX_PER_PAGE),
+    )
+    sort = fields.String(load_default=None, validate=validate.Length(min=1, max=200))
+
+
+def sort_fields(model: Any, *extra: str) -> dict[str, InstrumentedAttribute]:
+    """The sortable fields of a model: name/slug where it has them, the timestamps, and extra."""
+    names = {"name": "name", "slug": "slug", "createdAt": "created_at", "updatedAt": "updated_at"}
+    names.update({field: field for field in extra})
+    return {api: getattr(model, attr) for api, attr in names.items() if hasattr(model, attr)}
+
+
+def order_by(sort: str, sortable: dict[str, InstrumentedAttribute], tiebreak: Any) -> list[Any]:
+    clauses = []
+    for raw in sort.split(","):
+        name = raw.strip()
+        descending = name.startswith("-")
+        column = sortable.get(name.lstrip("-"))
+        if column is None:
+            allowed = ", ".join(sortable)
+            abort(
+                422,
+                "The query has invalid parameters.",
+                errors={"sort": [f"Cannot sort by {name!r}; sortable fields: {allowed}."]},
+            )
+        clauses.append(column.desc() if descending else column.asc())
+    # Ties break on id, so pages never overlap or skip.
+    clauses.append(tiebreak.asc())
+    return clauses
+
+
+def parse_list_args(schema: ListArgs | None = None) -> dict[str, Any]:
+    return load_query(schema or ListArgs())
+
+
+def _page_url(page: int) -> str:
+    args = request.args.to_dict()
+    args["page"] = str(page)
+    return f"{request.path}?{urlencode(args)}"
+
+
+def page_response(
+    stmt: Select,
+    args: dict[str, Any],
+    dump: Any,
+    *,
+    sortable: dict[str, InstrumentedAttribute],
+    default_sort: str,
+    tiebreak: Any,
+) -> Response:
+    """Run one page of `stmt` and answer it with items, counts and Link header."""
+    page, per_page = args["page"], args["per_page"]
+    total = db.session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery()))
+    ordered = stmt.order_by(*order_by(args.get("sort") or default_sort, sortable, tiebreak))
+    rows = db.session.scalars(ordered.limit(per_page).offset((page - 1) * per_page)).unique()
+    response = jsonify(
+        {"items": dump(list(rows)), "page": page, "perPage": per_page, "total": total}
+    )
+    last = max(1, -(-total // per_page))
+    links = [f'<{_page_url(1)}>; rel="first"', f'<{_page_url(last)}>; rel="last"']
+    if page > 1:
+        links.append(f'<{_page_url(min(page - 1, last))}>; rel="prev"')
+    if page < last:
+        links.append(f'<{_page_url(page + 1)}>; rel="next"')
+    response.headers["Link"] = ", ".join(links)
+    return response

@@ -1,0 +1,77 @@
+"""Per-request protection: request ids, cross-site refusal, JSON-only bodies, safe headers."""
+
+import re
+import uuid
+from urllib.parse import urlsplit
+
+from flask import Flask, Response, current_app, g, request, session
+
+from .bodies import FORM_MIMETYPES, JSON_MIMETYPE, endpoint_accepts_forms
+from .errors import abort
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def assign_request_id() -> None:
+    given = request.headers.get("X-Request-ID", "")
+    g.request_id = given if REQUEST_ID.match(given) else uuid.uuid4().hex
+
+
+def origin_allowed(origin: str) -> bool:
+    if origin.rstrip("/") in current_app.config["CORS_ORIGINS"]:
+        return True
+    parts = urlsplit(origin)
+    # The service's own origin. The browser sets Host, so a foreign page cannot forge it.
+    return parts.scheme in ("http", "https") and parts.netloc == request.host
+
+
+def refuse_cross_site() -> None:
+    """Cookies ride along on cross-site requests; refuse unsafe ones from foreign pages."""
+    if request.method in SAFE_METHODS:
+        return
+    origin = request.headers.get("Origin")
+    if origin is not None:
+        if not origin_allowed(origin):
+            abort(403, "Cross-site request refused: this origin is not allowed.")
+    elif request.headers.get("Sec-Fetch-Site") == "cross-site":
+        abort(403, "Cross-site request refused.")
+
+
+def require_json_bodies() -> None:
+    """Any body must be JSON (forms only where an endpoint says so) and within the size limit."""
+    if request.method in SAFE_METHODS:
+        return
+    length = request.content_length
+    if not length and "chunked" not in request.headers.get("Transfer-Encoding", ""):
+        return
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    if limit and length and length > limit:
+        abort(413, f"The request body is larger than {limit} bytes.")
+    if request.mimetype == JSON_MIMETYPE:
+        return
+    if request.mimetype in FORM_MIMETYPES and endpoint_accepts_forms():
+        return
+    abort(415, "The request body must be application/json.")
+
+
+def add_security_headers(response: Response) -> Response:
+    headers = response.headers
+    headers["X-Request-ID"] = g.get("request_id") or uuid.uuid4().hex
+    headers["X-Content-Type-Options"] = "nosniff"
+    headers["Referrer-Policy"] = "no-referrer"
+    headers["X-Frame-Options"] = "DENY"
+    headers["Content-Security-Policy"] = "default-src 'none'; frame-ancestors 'none'"
+    cookie_name = current_app.config["SESSION_COOKIE_NAME"]
+    if cookie_name in request.cookies or session.get("_user_id"):
+        # A signed-in answer is for that user only: never cached, never shared.
+        headers["Cache-Control"] = "no-store"
+        response.vary.add("Cookie")
+    return response
+
+
+def register_protection(app: Flask) -> None:
+    app.before_request(assign_request_id)
+    app.before_request(refuse_cross_site)
+    app.before_request(require_json_bodies)
+    app.after_request(add_security_headers)
