@@ -1,0 +1,134 @@
+"""Field types and the base schema every request and response schema builds on."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from email_validator import EmailNotValidError, validate_email
+from marshmallow import RAISE, Schema, ValidationError, fields, validate
+
+from ..models.base import EMAIL_LENGTH, NAME_LENGTH, SLUG_LENGTH, TEXT_LENGTH, URL_LENGTH
+
+SLUG_PATTERN = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
+
+
+class BaseSchema(Schema):
+    class Meta:
+        unknown = RAISE  # a typo never passes silently
+
+
+class Text(fields.String):
+    """A trimmed string with a maximum length; empty after trimming counts as missing.
+
+    Optional text may be sent as null or "" to clear it. One-line text refuses line breaks
+    (they would let a value inject headers into mail).
+    """
+
+    default_error_messages = {  # noqa: RUF012
+        "too_long": "Longer than {max} characters.",
+        "line_break": "Must be a single line.",
+        "empty": "May not be empty.",
+    }
+
+    def __init__(self, *, max_length: int = NAME_LENGTH, multiline: bool = False, **kwargs: Any):
+        if not kwargs.get("required"):
+            kwargs.setdefault("allow_none", True)
+        super().__init__(**kwargs)
+        self.max_length = max_length
+        self.multiline = multiline
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        text = super()._deserialize(value, attr, data, **kwargs).strip()
+        if not text:
+            if self.required:
+                raise self.make_error("required")
+            if not self.allow_none:
+                raise self.make_error("empty")
+            return None
+        if len(text) > self.max_length:
+            raise self.make_error("too_long", max=self.max_length)
+        if not self.multiline and ("\n" in text or "\r" in text):
+            raise self.make_error("line_break")
+        return self.clean(text)
+
+    def clean(self, text: str) -> str:
+        return text
+
+
+class LongText(Text):
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_length=TEXT_LENGTH, multiline=True, **kwargs)
+
+
+class Slug(Text):
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("allow_none", False)  # a slug is never cleared, only replaced
+        super().__init__(max_length=SLUG_LENGTH, **kwargs)
+
+    def clean(self, text: str) -> str:
+        validate.Regexp(SLUG_PATTERN, error="Lower-case letters, digits and single hyphens only.")(
+            text
+        )
+        return text
+
+
+class Email(Text):
+    """A syntactically valid address, stored lower-cased (addresses are case-insensitive)."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_length=EMAIL_LENGTH, **kwargs)
+
+    def clean(self, text: str) -> str:
+        try:
+            result = validate_email(text, check_deliverability=False)
+        except EmailNotValidError as error:
+            raise ValidationError("Not a valid email address.") from error
+        return result.normalized.lower()
+
+
+class Url(Text):
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_length=URL_LENGTH, **kwargs)
+
+    def clean(self, text: str) -> str:
+        validate.URL(schemes={"http", "https"}, error="Not a valid http(s) URL.")(text)
+        return text
+
+
+class Bool(fields.Boolean):
+    """A JSON boolean, nothing else (no "yes", no 1)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.make_error("invalid", input=value)
+        return value
+
+
+class QueryBool(fields.Boolean):
+    """A boolean query parameter: true/false/1/0."""
+
+    truthy = frozenset({"true", "1"})
+    falsy = frozenset({"false", "0"})
+
+
+class Timestamp(fields.Field):
+    """Output only: ISO 8601 in UTC with a Z suffix."""
+
+    def _serialize(self, value: datetime | None, attr: Any, obj: Any, **kwargs: Any) -> Any:
+        if value is None:
+            return None
+        return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Resource(Schema):
+    """Output: the fields every stored resource shows."""
+
+    id = fields.UUID(dump_only=True)
+    created_at = Timestamp(data_key="createdAt", dump_only=True)
+    updated_at = Timestamp(data_key="updatedAt", dump_only=True)
+
+
+class TargetSchema(BaseSchema):
+    """The body of a DELETE that names its target by `id` or current `slug`."""
+
+    id = fields.UUID()
+    slug = Slug()
