@@ -1,0 +1,101 @@
+"""/categories: two levels (categories and their subcategories); anyone reads, supers write."""
+
+from typing import Any
+
+from flask import Blueprint
+from sqlalchemy import Select, select
+
+from ..access import require_super
+from ..bodies import load_body
+from ..errors import abort
+from ..extensions import db
+from ..models import Business, Category, Employer
+from ..schemas.base import TargetSchema
+from ..schemas.categories import CategoryIn, CategoryListArgs, CategoryOut, CategoryUpdate
+from .common import find_target, refuse_if_used
+from .resources import create_named, delete_unused, register_reads, update_named
+
+bp = Blueprint("categories", __name__, url_prefix="/categories")
+
+category_out = CategoryOut()
+
+
+def invalid_parent(message: str) -> None:
+    abort(422, "The request body has invalid fields.", errors={"parent": [message]})
+
+
+def resolve_parent(slug: str | None, category: Category | None = None) -> Category | None:
+    """The parent named by `slug`: an existing top-level category other than `category`."""
+    if slug is None:
+        return None
+    parent = db.session.scalar(select(Category).where(Category.slug == slug))
+    if parent is None:
+        invalid_parent(f"No category {slug!r}.")
+    if parent.parent_id is not None:
+        invalid_parent("A subcategory cannot have subcategories of its own.")
+    if category is not None:
+        if parent.id == category.id:
+            invalid_parent("A category cannot be its own parent.")
+        if db.session.scalar(select(Category.id).where(Category.parent_id == category.id).limit(1)):
+            invalid_parent("This category has subcategories, so it cannot become one.")
+    return parent
+
+
+def listings_using(category: Category) -> dict[str, Any]:
+    return {
+        "businesses": select(Business.id).where(Business.subcategory_id == category.id),
+        "employers": select(Employer.id).where(Employer.subcategory_id == category.id),
+    }
+
+
+def filter_categories(stmt: Select, args: dict[str, Any]) -> Select:
+    if "parent" in args:
+        parent = select(Category.id).where(Category.slug == args["parent"]).scalar_subquery()
+        stmt = stmt.where(Category.parent_id == parent)
+    if "top_level" in args:
+        is_top = Category.parent_id.is_(None)
+        stmt = stmt.where(is_top if args["top_level"] else ~is_top)
+    return stmt
+
+
+register_reads(
+    bp,
+    Category,
+    CategoryOut,
+    what="category",
+    list_args=CategoryListArgs,
+    filters=filter_categories,
+)
+
+
+@bp.post("/")
+@require_super
+def create_category():
+    """Create a category, or a subcategory when `parent` names a top-level category."""
+    data = load_body(CategoryIn())
+    data["parent"] = resolve_parent(data.get("parent"))
+    return create_named(Category, category_out, data)
+
+
+@bp.put("/")
+@require_super
+def update_category():
+    """Change the category named in the body by `id` or current `slug`."""
+    data = load_body(CategoryUpdate(), partial=True)
+    category = find_target(Category, data, what="category")
+    if "parent" in data:
+        data["parent"] = resolve_parent(data["parent"], category)
+        if data["parent"] is None and category.parent_id is not None:
+            # Businesses and employers may only use subcategories.
+            refuse_if_used("subcategory", listings_using(category))
+    return update_named(category, category_out, data)
+
+
+@bp.delete("/")
+@require_super
+def delete_category():
+    """Delete the category named in the body, unless something still uses it."""
+    category = find_target(Category, load_body(TargetSchema()), what="category")
+    subcategories = select(Category.id).where(Category.parent_id == category.id)
+    uses = {"subcategories": subcategories, **listings_using(category)}
+    return delete_unused(category, "category", uses)

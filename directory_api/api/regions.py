@@ -1,0 +1,40 @@
+"""/regions: a reference list; anyone reads, supers write."""
+
+from flask import Blueprint
+from sqlalchemy import select
+
+from ..access import require_super
+from ..bodies import load_body
+from ..models import Location, Region
+from ..schemas.regions import RegionIn, RegionOut
+from .common import get_or_404
+from .resources import create_named, delete_unused, register_reads, update_named
+
+bp = Blueprint("regions", __name__, url_prefix="/regions")
+register_reads(bp, Region, RegionOut, what="region")
+region_out = RegionOut()
+
+
+@bp.post("/")
+@require_super
+def create_region():
+    """Create a region (slug derived from the name when absent)."""
+    return create_named(Region, region_out, load_body(RegionIn()))
+
+
+@bp.put("/slug/<slug>")
+@require_super
+def update_region(slug: str):
+    """Rename a region or change its slug."""
+    region = get_or_404(Region, Region.slug == slug, what="region")
+    return update_named(region, region_out, load_body(RegionIn(), partial=True))
+
+
+@bp.delete("/slug/<slug>")
+@require_super
+def delete_region(slug: str):
+    """Delete a region no location uses."""
+    region = get_or_404(Region, Region.slug == slug, what="region")
+    return delete_unused(
+        region, "region", {"locations": select(Location.id).where(Location.region_id == region.id)}
+    )

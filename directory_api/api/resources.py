@@ -1,0 +1,81 @@
+"""The parts every slugged resource shares: its three reads, and create/update/delete steps.
+
+A route group calls `register_reads` for GET /, /slug/:slug and /id/:id, and builds its
+writes from `create_named`, `update_named` and `delete_unused`.
+"""
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from flask import Blueprint, Response, request, url_for
+from marshmallow import Schema
+from sqlalchemy import Select, select
+
+from ..extensions import db
+from ..pagination import ListArgs, page_response, parse_list_args, sort_fields
+from ..slugs import choose_slug
+from .common import apply_changes, created, get_or_404, no_content, refuse_if_used
+
+
+def register_reads(
+    bp: Blueprint,
+    model: Any,
+    out: type[Schema],
+    *,
+    what: str,
+    list_args: type[ListArgs] = ListArgs,
+    filters: Callable[[Select, dict[str, Any]], Select] | None = None,
+) -> None:
+    """GET / (paged, sorted, filtered), GET /slug/:slug and GET /id/:id for `model`."""
+    sortable = sort_fields(model)
+    one, many = out(), out(many=True)
+
+    def list_items() -> Response:
+        args = parse_list_args(list_args())
+        stmt = select(model)
+        if filters is not None:
+            stmt = filters(stmt, args)
+        return page_response(
+            stmt, args, many.dump, sortable=sortable, default_sort="name", tiebreak=model.id
+        )
+
+    def get_by_slug(slug: str) -> dict[str, Any]:
+        return one.dump(get_or_404(model, model.slug == slug, what=what))
+
+    def get_by_id(item_id: uuid.UUID) -> dict[str, Any]:
+        return one.dump(get_or_404(model, model.id == item_id, what=what))
+
+    list_items.__doc__ = f"List {what} entries (paged, sortable)."
+    get_by_slug.__doc__ = f"Get one {what} by slug."
+    get_by_id.__doc__ = f"Get one {what} by id."
+    bp.add_url_rule("/", "list", list_items, methods=["GET"])
+    bp.add_url_rule("/slug/<slug>", "get_by_slug", get_by_slug, methods=["GET"])
+    bp.add_url_rule("/id/<uuid:item_id>", "get_by_id", get_by_id, methods=["GET"])
+
+
+def create_named(model: Any, out: Schema, data: dict[str, Any], *scope: Any) -> Response:
+    """Insert `model(**data)` with its slug chosen by the slug rules; 201 with Location."""
+    data["slug"] = choose_slug(model, data.get("slug"), data["name"], *scope)
+    item = model(**data)
+    db.session.add(item)
+    db.session.commit()
+    location = url_for(f"{request.blueprint}.get_by_slug", slug=item.slug, **request.view_args)
+    return created(out.dump(item), location)
+
+
+def update_named(item: Any, out: Schema, data: dict[str, Any], *scope: Any) -> dict[str, Any]:
+    """Apply a partial change; a new `slug` renames (409 when taken)."""
+    if "slug" in data:
+        data["slug"] = choose_slug(type(item), data["slug"], item.name, *scope, exclude=item.id)
+    apply_changes(item, data)
+    db.session.commit()
+    return out.dump(item)
+
+
+def delete_unused(item: Any, what: str, uses: dict[str, Select]) -> Response:
+    """Delete `item` unless something in `uses` still refers to it (409 naming them)."""
+    refuse_if_used(what, uses)
+    db.session.delete(item)
+    db.session.commit()
+    return no_content()

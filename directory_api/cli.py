@@ -1,0 +1,153 @@
+"""Flask CLI commands: create-super, seed-demo."""
+
+from typing import Any
+
+import click
+from flask.cli import with_appcontext
+from marshmallow import ValidationError
+from sqlalchemy import select
+
+from .extensions import db
+from .models import Business, Category, Employer, ListingSocial, Location, Region, Social, User
+from .schemas.base import Email
+from .schemas.passwords import password_problems
+from .security import hash_password
+
+
+@click.command("create-super")
+@click.argument("email")
+@click.option(
+    "--password",
+    prompt=True,
+    hide_input=True,
+    confirmation_prompt=True,
+    help="The password (prompted for when omitted).",
+)
+@with_appcontext
+def create_super(email: str, password: str) -> None:
+    """Create a super (or make an existing user one) with a password."""
+    try:
+        email = Email(required=True).deserialize(email)
+    except ValidationError as error:
+        raise click.BadParameter("; ".join(error.messages), param_hint="EMAIL") from error
+    problems = password_problems(password, email)
+    if problems:
+        raise click.BadParameter(" ".join(problems), param_hint="--password")
+    user = db.session.scalar(select(User).where(User.email == email))
+    if user is None:
+        user = User(email=email)
+        db.session.add(user)
+    user.is_super = True
+    user.password_hash = hash_password(password)
+    user.rotate_session_token()
+    db.session.commit()
+    click.echo(f"{email} is a super.")
+
+
+REGIONS = {"north": "North", "south": "South", "east": "East", "west": "West"}
+CATEGORIES = {
+    ("food-drink", "Food & Drink"): {
+        "cafes": "Cafés",
+        "restaurants": "Restaurants",
+        "bakeries": "Bakeries",
+    },
+    ("services", "Services"): {"plumbers": "Plumbers", "electricians": "Electricians"},
+    ("retail", "Retail"): {"bookshops": "Bookshops", "clothing": "Clothing"},
+}
+SOCIALS = {
+    "facebook": ("Facebook", "https://www.facebook.com"),
+    "instagram": ("Instagram", "https://www.instagram.com"),
+    "linkedin": ("LinkedIn", "https://www.linkedin.com"),
+}
+LOCATIONS: list[dict[str, Any]] = [
+    {
+        "slug": "harbour-town",
+        "name": "Harbour Town",
+        "region": "north",
+        "directory_location": True,
+        "email": "hello@harbour-town.example",
+        "description": "A fishing town turned creative hub.",
+        "businesses": [
+            ("cafe-zurich", "Café Zürich", "cafes", "Harbour Front"),
+            ("the-old-bakery", "The Old Bakery", "bakeries", None),
+            ("page-turners", "Page Turners", "bookshops", "Market Street"),
+        ],
+        "employers": [("harbour-electric", "Harbour Electric", "electricians", None)],
+    },
+    {
+        "slug": "hill-village",
+        "name": "Hill Village",
+        "region": "south",
+        "directory_location": False,
+        "email": None,
+        "description": "A village on the hill with a weekly market.",
+        "businesses": [
+            ("hilltop-kitchen", "Hilltop Kitchen", "restaurants", None),
+            ("village-threads", "Village Threads", "clothing", "High Street"),
+        ],
+        "employers": [("pipe-dreams", "Pipe Dreams Plumbing", "plumbers", None)],
+    },
+]
+
+
+def _get_or_create(model: Any, slug: str, *scope: Any, **fields: Any) -> Any:
+    found = db.session.scalar(select(model).where(model.slug == slug, *scope))
+    if found is None:
+        found = model(slug=slug, **fields)
+        db.session.add(found)
+        db.session.flush()
+    return found
+
+
+@click.command("seed-demo")
+@with_appcontext
+def seed_demo() -> None:
+    """Load demo data (regions, categories, socials, two locations); safe to run again."""
+    regions = {slug: _get_or_create(Region, slug, name=name) for slug, name in REGIONS.items()}
+    subcategories = {}
+    for (slug, name), children in CATEGORIES.items():
+        parent = _get_or_create(Category, slug, name=name)
+        for child_slug, child_name in children.items():
+            subcategories[child_slug] = _get_or_create(
+                Category, child_slug, name=child_name, parent=parent
+            )
+    socials = {
+        slug: _get_or_create(Social, slug, name=name, url=url)
+        for slug, (name, url) in SOCIALS.items()
+    }
+    for spec in LOCATIONS:
+        location = _get_or_create(
+            Location,
+            spec["slug"],
+            name=spec["name"],
+            region=regions[spec["region"]],
+            directory_location=spec["directory_location"],
+            email=spec["email"],
+            description=spec["description"],
+        )
+        for model, key in ((Business, "businesses"), (Employer, "employers")):
+            for slug, name, subcategory, branch in spec[key]:
+                listing = db.session.scalar(
+                    select(model).where(model.slug == slug, model.location_id == location.id)
+                )
+                if listing is None:
+                    listing = model(
+                        slug=slug,
+                        name=name,
+                        location=location,
+                        branch=branch,
+                        subcategory=subcategories[subcategory],
+                        description=f"{name}, one of {location.name}'s own.",
+                        socials=[
+                            ListingSocial(
+                                social=socials["instagram"],
+                                url=f"https://www.instagram.com/{slug.replace('-', '')}",
+                            )
+                        ],
+                    )
+                    db.session.add(listing)
+    db.session.commit()
+    click.echo("Demo data loaded.")
+
+
+commands = [create_super, seed_demo]

@@ -1,0 +1,25 @@
+from marshmallow import fields
+
+from ..pagination import ListArgs
+from .base import BaseSchema, QueryBool, Resource, Slug, TargetSchema, Text
+
+
+class CategoryIn(BaseSchema):
+    slug = Slug()
+    name = Text(required=True)
+    parent = Slug(allow_none=True)  # null makes it a top-level category
+
+
+class CategoryUpdate(CategoryIn, TargetSchema):
+    """`id` names the target (then `slug` renames it), or `slug` alone names it."""
+
+
+class CategoryOut(Resource):
+    slug = fields.String()
+    name = fields.String()
+    parent = fields.Function(lambda category: category.parent.slug if category.parent else None)
+
+
+class CategoryListArgs(ListArgs):
+    parent = Slug()
+    top_level = QueryBool(data_key="topLevel")

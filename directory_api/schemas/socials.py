@@ -1,0 +1,19 @@
+from marshmallow import fields
+
+from .base import BaseSchema, Resource, Slug, TargetSchema, Text, Url
+
+
+class SocialIn(BaseSchema):
+    slug = Slug()
+    name = Text(required=True)
+    url = Url()
+
+
+class SocialUpdate(SocialIn, TargetSchema):
+    """`id` names the target (then `slug` renames it), or `slug` alone names it."""
+
+
+class SocialOut(Resource):
+    slug = fields.String()
+    name = fields.String()
+    url = fields.String()

@@ -1,0 +1,50 @@
+"""Slug rules: derived from the name when absent (with -2, -3 … suffixes), 409 when taken."""
+
+from typing import Any
+
+from slugify import slugify
+from sqlalchemy import or_, select
+
+from .errors import abort
+from .extensions import db
+from .models.base import SLUG_LENGTH
+
+
+def slug_taken(model: Any, slug: str, *scope: Any, exclude: Any = None) -> bool:
+    stmt = select(model.id).where(model.slug == slug, *scope)
+    if exclude is not None:
+        stmt = stmt.where(model.id != exclude)
+    return db.session.scalar(stmt.limit(1)) is not None
+
+
+def derive_slug(model: Any, name: str, *scope: Any) -> str:
+    base = slugify(name, max_length=SLUG_LENGTH, word_boundary=True)
+    if not base:
+        abort(
+            422,
+            "The request body has invalid fields.",
+            errors={"slug": ["Cannot derive a slug from this name; send a slug."]},
+        )
+    taken = set(
+        db.session.scalars(
+            select(model.slug).where(or_(model.slug == base, model.slug.like(f"{base}-%")), *scope)
+        )
+    )
+    if base not in taken:
+        return base
+    number = 2
+    while True:
+        suffix = f"-{number}"
+        candidate = base[: SLUG_LENGTH - len(suffix)].rstrip("-") + suffix
+        if candidate not in taken:
+            return candidate
+        number += 1
+
+
+def choose_slug(model: Any, slug: str | None, name: str, *scope: Any, exclude: Any = None) -> str:
+    """The slug to store: the explicit one (409 if taken), else one derived from the name."""
+    if slug is None:
+        return derive_slug(model, name, *scope)
+    if slug_taken(model, slug, *scope, exclude=exclude):
+        abort(409, f"The slug {slug!r} is already taken.", errors={"slug": ["Already taken."]})
+    return slug
