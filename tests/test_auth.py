@@ -1,0 +1,209 @@
+"""/auth and /me/: sign-in, sessions held on the server, rotation, logout, rate limits."""
+
+import pytest
+
+from directory_api.models import Role, User
+
+from .conftest import signed_in
+from .factories import PASSWORD, grant, make_location, make_user
+
+COOKIE = "session"
+
+
+def login(client, email, password=PASSWORD, **extra):
+    return client.post("/auth/login", json={"email": email, "password": password, **extra})
+
+
+def session_cookie(client):
+    cookie = client.get_cookie(COOKIE)
+    return cookie.value if cookie else None
+
+
+def test_login_returns_the_user_and_an_http_only_cookie(client, app):
+    user = make_user("ann@example.com", name="Ann")
+    grant(user, make_location("harbour"), Role.OWNER)
+    response = login(client, "ANN@Example.com")
+    assert response.status_code == 200
+    body = response.get_json()
+    assert body["id"] == str(user.id)
+    assert body["email"] == "ann@example.com"
+    assert body["status"] == "active"
+    assert body["isSuper"] is False
+    assert body["roles"] == [{"location": "harbour", "role": "owner"}]
+    assert body["lastLoginAt"].endswith("Z")
+    assert not {"passwordHash", "password_hash", "sessionToken", "session_token"} & set(body)
+    set_cookie = response.headers["Set-Cookie"]
+    assert "HttpOnly" in set_cookie
+    assert "SameSite=Lax" in set_cookie
+    assert "Expires" not in set_cookie  # without "remember", a browser-session cookie
+    assert response.headers["Cache-Control"] == "no-store"
+    assert "Cookie" in response.headers["Vary"]
+
+
+def test_me_answers_the_signed_in_user(client, app):
+    make_user("ann@example.com")
+    assert client.get("/me/").status_code == 401
+    login(client, "ann@example.com")
+    response = client.get("/me/")
+    assert response.status_code == 200
+    assert response.get_json()["email"] == "ann@example.com"
+    assert response.headers["Cache-Control"] == "no-store"
+
+
+def test_remember_makes_a_lasting_cookie(client, app):
+    make_user("ann@example.com")
+    response = login(client, "ann@example.com", remember=True)
+    assert response.status_code == 200
+    assert "Expires=" in response.headers["Set-Cookie"]
+
+
+@pytest.mark.parametrize(
+    ("email", "password"),
+    [
+        ("ann@example.com", "wrong password!"),
+        ("nobody@example.com", PASSWORD),
+        ("invited@example.com", PASSWORD),
+        ("not-an-address", PASSWORD),
+    ],
+)
+def test_every_login_failure_is_the_same_401(client, app, email, password):
+    make_user("ann@example.com")
+    make_user("invited@example.com", password=None)
+    response = login(client, email, password)
+    assert response.status_code == 401
+    assert response.mimetype == "application/problem+json"
+    assert response.get_json() == {
+        "type": "about:blank",
+        "title": "Unauthorized",
+        "status": 401,
+        "detail": "Wrong e-mail or password.",
+    }
+    assert "Set-Cookie" not in response.headers
+
+
+def test_login_body_is_validated(client, app):
+    response = client.post("/auth/login", json={"email": "a@example.com"})
+    assert response.status_code == 422
+    assert "password" in response.get_json()["errors"]
+    response = client.post(
+        "/auth/login", json={"email": "a@example.com", "password": "x", "remember": "yes"}
+    )
+    assert response.status_code == 422
+    assert "remember" in response.get_json()["errors"]
+
+
+def test_session_id_is_rotated_at_login(client, app):
+    make_user("ann@example.com")
+    make_user("bob@example.com")
+    # A cookie planted before sign-in (session fixation) is not what the user ends up with.
+    client.set_cookie(COOKIE, "planted-by-an-attacker")
+    login(client, "ann@example.com")
+    first = session_cookie(client)
+    assert first and first != "planted-by-an-attacker"
+    attacker = app.test_client()
+    attacker.set_cookie(COOKIE, "planted-by-an-attacker")
+    assert attacker.get("/me/").status_code == 401
+
+    # Signing in again, even as someone else, issues a new id and ends the old one.
+    login(client, "bob@example.com")
+    second = session_cookie(client)
+    assert second != first
+    replay = app.test_client()
+    replay.set_cookie(COOKIE, first)
+    assert replay.get("/me/").status_code == 401
+    assert client.get("/me/").get_json()["email"] == "bob@example.com"
+
+
+def test_logout_ends_the_server_side_session(client, app):
+    make_user("ann@example.com")
+    login(client, "ann@example.com")
+    copied = session_cookie(client)
+    response = client.post("/auth/logout")
+    assert response.status_code == 204
+    assert client.get("/me/").status_code == 401
+    replay = app.test_client()
+    replay.set_cookie(COOKIE, copied)
+    assert replay.get("/me/").status_code == 401
+    assert replay.post("/auth/logout").status_code == 401
+
+
+def test_logout_needs_a_session(client, app):
+    response = client.post("/auth/logout")
+    assert response.status_code == 401
+    assert response.mimetype == "application/problem+json"
+
+
+def test_sessions_of_a_user_end_when_the_session_token_changes(app):
+    user = make_user("ann@example.com")
+    client = signed_in(app, "ann@example.com")
+    assert client.get("/me/").status_code == 200
+    # What a password change or reset does: every existing session stops working.
+    user.rotate_session_token()
+    from directory_api.extensions import db
+
+    db.session.commit()
+    assert client.get("/me/").status_code == 401
+
+
+def test_a_removed_role_takes_effect_at_once(app):
+    user = make_user("ann@example.com")
+    membership = grant(user, make_location("harbour"), Role.ADMIN)
+    client = signed_in(app, "ann@example.com")
+    assert client.get("/me/").get_json()["roles"] == [{"location": "harbour", "role": "admin"}]
+    from directory_api.extensions import db
+
+    db.session.delete(membership)
+    db.session.commit()
+    assert client.get("/me/").get_json()["roles"] == []
+
+
+def test_login_is_rate_limited_per_ip_with_retry_after(app_factory):
+    app = app_factory(RATELIMIT_LOGIN_PER_IP="3/minute", RATELIMIT_LOGIN_PER_EMAIL="100/minute")
+    client = app.test_client()
+    with app.app_context():
+        make_user("ann@example.com")
+    for attempt in range(3):
+        response = login(client, f"guess{attempt}@example.com")
+        assert response.status_code == 401
+        assert "X-RateLimit-Remaining" in response.headers
+    response = login(client, "ann@example.com")
+    assert response.status_code == 429
+    assert response.mimetype == "application/problem+json"
+    assert int(response.headers["Retry-After"]) > 0
+    assert response.headers["X-RateLimit-Remaining"] == "0"
+    # Another client address has its own allowance.
+    other = app.test_client()
+    ok = other.post(
+        "/auth/login",
+        json={"email": "ann@example.com", "password": PASSWORD},
+        environ_base={"REMOTE_ADDR": "10.1.2.3"},
+    )
+    assert ok.status_code == 200
+
+
+def test_login_is_rate_limited_per_email_across_addresses(app_factory):
+    app = app_factory(RATELIMIT_LOGIN_PER_IP="100/minute", RATELIMIT_LOGIN_PER_EMAIL="2/minute")
+    client = app.test_client()
+    with app.app_context():
+        make_user("ann@example.com")
+    for number in range(2):
+        response = client.post(
+            "/auth/login",
+            json={"email": "ann@example.com", "password": "wrong password!"},
+            environ_base={"REMOTE_ADDR": f"10.0.0.{number}"},
+        )
+        assert response.status_code == 401
+    response = client.post(
+        "/auth/login",
+        json={"email": "ANN@example.com", "password": PASSWORD},
+        environ_base={"REMOTE_ADDR": "10.0.0.99"},
+    )
+    assert response.status_code == 429
+    assert "Retry-After" in response.headers
+
+
+def test_default_login_limit_is_ten_a_minute(client, app):
+    statuses = [login(client, "nobody@example.com").status_code for _ in range(6)]
+    # Five a minute per e-mail is the tighter of the two defaults.
+    assert statuses == [401] * 5 + [429]
+    assert User.query.count() == 0

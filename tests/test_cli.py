@@ -1,0 +1,62 @@
+"""flask create-super and flask seed-demo."""
+
+from directory_api.models import Business, Category, Employer, Location, Region, Social, User
+
+from .conftest import signed_in
+
+
+def test_create_super_then_sign_in(app):
+    result = app.test_cli_runner().invoke(
+        args=["create-super", "Boss@Example.com", "--password", "a long passphrase"]
+    )
+    assert result.exit_code == 0, result.output
+    user = User.query.one()
+    assert (user.email, user.is_super, user.status) == ("boss@example.com", True, "active")
+    assert "a long passphrase" not in user.password_hash
+    client = signed_in(app, "boss@example.com", "a long passphrase")
+    assert client.get("/me/").get_json()["isSuper"] is True
+
+
+def test_create_super_prompts_for_the_password(app):
+    result = app.test_cli_runner().invoke(
+        args=["create-super", "boss@example.com"], input="a long passphrase\na long passphrase\n"
+    )
+    assert result.exit_code == 0, result.output
+    assert User.query.one().is_super
+
+
+def test_create_super_refuses_weak_passwords_and_bad_addresses(app):
+    runner = app.test_cli_runner()
+    short = runner.invoke(args=["create-super", "boss@example.com", "--password", "short"])
+    assert short.exit_code != 0
+    assert "10 to 128" in short.output
+    same = runner.invoke(
+        args=["create-super", "boss@example.com", "--password", "boss@example.com"]
+    )
+    assert same.exit_code != 0
+    bad = runner.invoke(args=["create-super", "not-an-address", "--password", "a long passphrase"])
+    assert bad.exit_code != 0
+    assert User.query.count() == 0
+
+
+MODELS = (Region, Category, Social, Location, Business, Employer)
+
+
+def test_seed_demo_is_idempotent(app):
+    runner = app.test_cli_runner()
+    counts = []
+    for _ in range(2):
+        result = runner.invoke(args=["seed-demo"])
+        assert result.exit_code == 0, result.output
+        counts.append([model.query.count() for model in MODELS])
+    assert counts[0] == counts[1]
+    seeded = dict(zip(MODELS, counts[0], strict=True))
+    assert seeded[Region] == 4 and seeded[Social] >= 2
+    assert seeded[Location] == 2 and seeded[Business] >= 2 and seeded[Employer] >= 2
+    assert Category.query.filter(Category.parent_id.is_not(None)).count() >= 2
+
+
+def test_seeded_data_is_served(app, client):
+    app.test_cli_runner().invoke(args=["seed-demo"])
+    assert client.get("/regions/").get_json()["total"] == 4
+    assert client.get("/categories/slug/cafes").get_json()["parent"] == "food-drink"

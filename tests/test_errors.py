@@ -1,0 +1,96 @@
+"""Every error is application/problem+json, whatever layer raised it."""
+
+import logging
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+PROBLEM = "application/problem+json"
+
+
+def assert_problem(response, status):
+    assert response.status_code == status
+    assert response.mimetype == PROBLEM
+    body = response.get_json()
+    assert body["status"] == status
+    assert body["type"] == "about:blank"
+    assert body["title"]
+    return body
+
+
+def test_unknown_route_is_404(client, app):
+    assert_problem(client.get("/no/such/route"), 404)
+
+
+def test_wrong_method_is_405_with_allow(client, app):
+    response = client.delete("/regions/")
+    assert_problem(response, 405)
+    assert {"GET", "POST"} <= set(response.headers["Allow"].split(", "))
+
+
+def test_malformed_json_is_400(super_client, app):
+    response = super_client.post("/regions/", data='{"name": ', content_type="application/json")
+    assert_problem(response, 400)
+
+
+def test_json_that_is_not_an_object_is_422(super_client, app):
+    body = assert_problem(super_client.post("/regions/", json=["North"]), 422)
+    assert body["errors"] == {"_schema": ["Expected a JSON object."]}
+
+
+def test_oversized_body_is_413(super_client, app):
+    response = super_client.post("/regions/", json={"name": "x" * (65 * 1024)})
+    assert_problem(response, 413)
+
+
+def test_validation_errors_name_every_field_at_once(super_client, app):
+    body = assert_problem(
+        super_client.post("/regions/", json={"slug": "Bad Slug", "colour": "red"}), 422
+    )
+    assert set(body["errors"]) == {"slug", "colour", "name"}
+    assert body["detail"] == "The request body has invalid fields."
+
+
+@pytest.fixture
+def failing_app(app_factory):
+    app = app_factory()
+
+    @app.get("/boom")
+    def boom():
+        raise RuntimeError("SELECT password_hash FROM users -- secret")
+
+    @app.get("/conflict")
+    def conflict():
+        raise IntegrityError("INSERT INTO regions", {}, Exception("duplicate key"))
+
+    return app
+
+
+def test_unexpected_error_is_500_without_a_trace(failing_app, caplog):
+    with caplog.at_level(logging.ERROR):
+        response = failing_app.test_client().get("/boom", headers={"X-Request-ID": "req-42"})
+    body = assert_problem(response, 500)
+    assert body["requestId"] == "req-42"
+    text = response.get_data(as_text=True)
+    assert "secret" not in text
+    assert "Traceback" not in text
+    assert "req-42" in caplog.text and "RuntimeError" in caplog.text
+
+
+def test_integrity_error_is_409(failing_app):
+    body = assert_problem(failing_app.test_client().get("/conflict"), 409)
+    assert "INSERT" not in body["detail"]
+
+
+def test_database_down_is_503(app_factory):
+    app = app_factory(SQLALCHEMY_DATABASE_URI="postgresql+psycopg://postgres@127.0.0.1:1/none")
+    client = app.test_client()
+    body = assert_problem(client.get("/regions/"), 503)
+    assert "database" in body["detail"]
+    assert_problem(client.get("/health"), 503)
+
+
+def test_health_is_ok_when_the_database_answers(client, app):
+    response = client.get("/health")
+    assert response.status_code == 200
+    assert response.get_json() == {"status": "ok"}

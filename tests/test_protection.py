@@ -1,0 +1,129 @@
+"""Cross-site refusal, CORS, JSON-only bodies and the headers every response carries."""
+
+import pytest
+
+from directory_api.models import Region
+
+from .conftest import signed_in
+from .factories import make_user
+
+FRONTEND = "https://admin.example.org"
+MULTIPART = '--x\r\nContent-Disposition: form-data; name="name"\r\n\r\nNorth\r\n--x--\r\n'
+
+
+def create_region(client, **kwargs):
+    return client.post("/regions/", json={"name": "North"}, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "origin", ["https://evil.example", "null", "http://localhost.evil.example"]
+)
+def test_unsafe_request_from_a_foreign_origin_is_refused(super_client, app, origin):
+    response = create_region(super_client, headers={"Origin": origin})
+    assert response.status_code == 403
+    assert response.mimetype == "application/problem+json"
+    assert "Cross-site" in response.get_json()["detail"]
+    assert Region.query.count() == 0
+
+
+def test_cross_site_fetch_metadata_without_origin_is_refused(super_client, app):
+    response = create_region(super_client, headers={"Sec-Fetch-Site": "cross-site"})
+    assert response.status_code == 403
+    assert Region.query.count() == 0
+
+
+def test_same_origin_and_curl_requests_pass(super_client, app):
+    assert create_region(super_client, headers={"Origin": "http://localhost"}).status_code == 201
+    response = super_client.post(
+        "/regions/", json={"name": "South"}, headers={"Sec-Fetch-Site": "same-origin"}
+    )
+    assert response.status_code == 201
+    # curl sends neither header.
+    assert super_client.post("/regions/", json={"name": "East"}).status_code == 201
+
+
+def test_reads_from_any_origin_are_not_refused(client, app):
+    response = client.get("/regions/", headers={"Origin": "https://evil.example"})
+    assert response.status_code == 200
+    assert "Access-Control-Allow-Origin" not in response.headers
+
+
+def test_cors_answers_only_the_configured_origins_with_credentials(app_factory):
+    app = app_factory(CORS_ORIGINS=[FRONTEND])
+    with app.app_context():
+        make_user("super@example.com", is_super=True)
+    client = signed_in(app, "super@example.com")
+    preflight = client.options(
+        "/regions/",
+        headers={
+            "Origin": FRONTEND,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "Content-Type",
+        },
+    )
+    assert preflight.headers["Access-Control-Allow-Origin"] == FRONTEND
+    assert preflight.headers["Access-Control-Allow-Credentials"] == "true"
+    assert "POST" in preflight.headers["Access-Control-Allow-Methods"]
+
+    response = create_region(client, headers={"Origin": FRONTEND})
+    assert response.status_code == 201
+    assert response.headers["Access-Control-Allow-Origin"] == FRONTEND
+    assert "Location" in response.headers["Access-Control-Expose-Headers"]
+
+    refused = client.post(
+        "/regions/", json={"name": "South"}, headers={"Origin": "https://other.example"}
+    )
+    assert refused.status_code == 403
+    assert "Access-Control-Allow-Origin" not in refused.headers
+
+
+@pytest.mark.parametrize(
+    ("content_type", "data"),
+    [
+        ("text/plain", '{"name": "North"}'),
+        ("application/x-www-form-urlencoded", "name=North"),
+        ("multipart/form-data; boundary=x", MULTIPART),
+        ("application/xml", "<name>North</name>"),
+    ],
+)
+def test_bodies_must_be_json(super_client, app, content_type, data):
+    response = super_client.post("/regions/", data=data, content_type=content_type)
+    assert response.status_code == 415
+    assert response.mimetype == "application/problem+json"
+    assert Region.query.count() == 0
+
+
+def test_a_body_on_an_endpoint_without_one_must_be_json_too(super_client, app):
+    response = super_client.post("/auth/logout", data="x=1", content_type="text/plain")
+    assert response.status_code == 415
+    assert super_client.get("/me/").status_code == 200
+
+
+def test_login_refuses_a_form_post(client, app):
+    make_user("ann@example.com")
+    response = client.post(
+        "/auth/login",
+        data={"email": "ann@example.com", "password": "correct horse battery"},
+    )
+    assert response.status_code == 415
+
+
+def test_every_response_carries_the_safety_headers(client, app):
+    for response in (client.get("/regions/"), client.get("/nowhere"), client.delete("/regions/")):
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        assert response.headers["Referrer-Policy"] == "no-referrer"
+        assert len(response.headers["X-Request-ID"]) >= 16
+    assert "no-store" not in client.get("/regions/").headers.get("Cache-Control", "")
+
+
+def test_request_id_is_taken_from_the_request_when_sane(client, app):
+    given = client.get("/health", headers={"X-Request-ID": "abc-123"})
+    assert given.headers["X-Request-ID"] == "abc-123"
+    replaced = client.get("/health", headers={"X-Request-ID": "bad id <script>"})
+    assert replaced.headers["X-Request-ID"] != "bad id <script>"
+
+
+def test_signed_in_answers_are_not_cached(super_client, app):
+    response = super_client.get("/regions/")
+    assert response.headers["Cache-Control"] == "no-store"
+    assert "Cookie" in response.headers["Vary"]
