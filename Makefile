@@ -1,0 +1,34 @@
+# Everyday commands. `make run` and `make test` need nothing but Python 3.11.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+export FLASK_APP := wsgi
+
+.PHONY: install run test lint format clean
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install  ## migrate, load demo data, serve on http://127.0.0.1:5000
+	$(BIN)/flask db upgrade
+	$(BIN)/flask seed-demo
+	$(BIN)/flask run --host 127.0.0.1 --port 5000
+
+test: install  ## the whole suite on SQLite (set TEST_DATABASE_URL / TEST_REDIS_URL for more)
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) instance .pytest_cache .ruff_cache *.egg-info
