@@ -1,5 +1,7 @@
 """/auth and /me/: sign-in, sessions held on the server, rotation, logout, rate limits."""
 
+import time
+
 import pytest
 
 from directory_api.models import Role, User
@@ -207,3 +209,43 @@ def test_default_login_limit_is_ten_a_minute(client, app):
     # Five a minute per e-mail is the tighter of the two defaults.
     assert statuses == [401] * 5 + [429]
     assert User.query.count() == 0
+
+
+def failed_logins_from(client, forwarded_for: str, count: int) -> list[int]:
+    return [
+        client.post(
+            "/auth/login",
+            json={"email": f"guess{n}@example.com", "password": "wrong password!"},
+            headers={"X-Forwarded-For": forwarded_for},
+        ).status_code
+        for n in range(count)
+    ]
+
+
+def test_spoofed_forwarded_for_does_not_escape_the_limit_without_a_proxy(app_factory):
+    app = app_factory(RATELIMIT_LOGIN_PER_IP="2/minute")
+    client = app.test_client()
+    assert failed_logins_from(client, "1.1.1.1", 2) == [401, 401]
+    # Without PROXY_FIX_X_FOR the header is not trusted: same client, same allowance.
+    assert failed_logins_from(client, "2.2.2.2", 1) == [429]
+
+
+def test_behind_a_proxy_limits_key_on_the_forwarded_client(app_factory):
+    app = app_factory(RATELIMIT_LOGIN_PER_IP="2/minute", PROXY_FIX_X_FOR=1)
+    client = app.test_client()
+    assert failed_logins_from(client, "1.1.1.1", 3) == [401, 401, 429]
+    assert failed_logins_from(client, "2.2.2.2", 1) == [401]
+
+
+def test_an_idle_session_is_forgotten_but_a_remembered_one_lasts(app_factory):
+    from datetime import timedelta
+
+    app = app_factory(SESSION_IDLE_LIFETIME=timedelta(seconds=1))
+    with app.app_context():
+        make_user("ann@example.com")
+    idle, remembered = app.test_client(), app.test_client()
+    assert login(idle, "ann@example.com").status_code == 200
+    assert login(remembered, "ann@example.com", remember=True).status_code == 200
+    time.sleep(2.1)
+    assert idle.get("/me/").status_code == 401
+    assert remembered.get("/me/").status_code == 200
