@@ -4,6 +4,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from flask import session
 from flask_login import current_user
 from sqlalchemy import select
 
@@ -15,7 +16,10 @@ from .models import Location, Membership, Role, User
 @login_manager.user_loader
 def load_user(session_token: str) -> User | None:
     # Looked up by the per-user session token, which a password change replaces.
-    return db.session.scalar(select(User).where(User.session_token == session_token))
+    user = db.session.scalar(select(User).where(User.session_token == session_token))
+    if user is None:
+        session.clear()  # a dead session: forget it instead of keeping it alive
+    return user
 
 
 @login_manager.unauthorized_handler

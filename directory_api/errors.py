@@ -5,7 +5,7 @@ from typing import Any, NoReturn
 
 from flask import Flask, Response, current_app, g, json
 from marshmallow import ValidationError
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 from .extensions import db
@@ -79,6 +79,12 @@ def handle_integrity_error(error: IntegrityError) -> Response:
     return problem(409, "The change conflicts with existing data.")
 
 
+def handle_data_error(error: DataError) -> Response:
+    db.session.rollback()
+    current_app.logger.info("value refused by the database: %s", error.orig)
+    return problem(422, "A value in the request cannot be stored.")
+
+
 def handle_database_unavailable(error: DBAPIError) -> Response:
     db.session.rollback()
     current_app.logger.error("database unavailable: %s", error.orig)
@@ -97,5 +103,6 @@ def register_error_handlers(app: Flask) -> None:
     app.register_error_handler(HTTPException, handle_http_exception)
     app.register_error_handler(ValidationError, handle_validation_error)
     app.register_error_handler(IntegrityError, handle_integrity_error)
+    app.register_error_handler(DataError, handle_data_error)
     app.register_error_handler(OperationalError, handle_database_unavailable)
     app.register_error_handler(Exception, handle_unexpected)

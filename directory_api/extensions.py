@@ -21,13 +21,20 @@ NAMING_CONVENTION = {
 }
 
 
+class SessionLoginManager(LoginManager):
+    """Flask-Login with sessions only: its separate remember-me cookie never signs anyone in."""
+
+    def _load_user_from_remember_cookie(self, cookie: str) -> None:
+        return None
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
 db = SQLAlchemy(model_class=Base)
 migrate = Migrate(render_as_batch=True, compare_type=True, render_item=render_migration_type)
-login_manager = LoginManager()
+login_manager = SessionLoginManager()
 mail = Mail()
 # Behind a proxy, ProxyFix (PROXY_FIX_X_FOR) makes remote_addr the real client.
 limiter = Limiter(key_func=get_remote_address)

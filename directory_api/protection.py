@@ -43,7 +43,7 @@ def require_json_bodies() -> None:
     if request.method in SAFE_METHODS:
         return
     length = request.content_length
-    if not length and "chunked" not in request.headers.get("Transfer-Encoding", ""):
+    if not length and "chunked" not in request.headers.get("Transfer-Encoding", "").lower():
         return
     limit = current_app.config["MAX_CONTENT_LENGTH"]
     if limit and length and length > limit:

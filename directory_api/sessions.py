@@ -4,6 +4,9 @@ A session without "remember" is forgotten after SESSION_IDLE_LIFETIME without a 
 with "remember" (session.permanent) after PERMANENT_SESSION_LIFETIME. Rather than rewriting
 the store on every request, a signed-in session's expiry is pushed forward at most once per
 SESSION_TOUCH_INTERVAL seconds.
+
+A session that came from the store is only ever written back while it is still there: a
+request that was already running when the user logged out must not bring it back.
 """
 
 import os
@@ -12,7 +15,7 @@ from datetime import timedelta
 
 import redis
 from cachelib.file import FileSystemCache
-from flask import Flask, current_app
+from flask import Flask, Request, current_app
 from flask_session.base import ServerSideSession
 from flask_session.cachelib import CacheLibSessionInterface
 from flask_session.redis import RedisSessionInterface
@@ -21,12 +24,27 @@ TOUCHED_KEY = "_touched"
 
 
 class SessionLifetimeMixin:
+    def open_session(self, app: Flask, request: Request) -> ServerSideSession:
+        session = super().open_session(app, request)  # type: ignore[misc]
+        session.stored = session.sid == request.cookies.get(app.config["SESSION_COOKIE_NAME"])
+        return session
+
+    def regenerate(self, session: ServerSideSession) -> None:
+        super().regenerate(session)  # type: ignore[misc]
+        session.stored = False
+
     def _upsert_session(
         self, session_lifetime: timedelta, session: ServerSideSession, store_id: str
     ) -> None:
         if not session.permanent:
             session_lifetime = current_app.config["SESSION_IDLE_LIFETIME"]
-        super()._upsert_session(session_lifetime, session, store_id)  # type: ignore[misc]
+        seconds = int(session_lifetime.total_seconds())
+        self._write(store_id, session, seconds, only_if_present=getattr(session, "stored", False))
+
+    def _write(
+        self, store_id: str, session: ServerSideSession, seconds: int, *, only_if_present: bool
+    ) -> None:
+        raise NotImplementedError
 
     def should_set_storage(self, app: Flask, session: ServerSideSession) -> bool:
         if session.modified:
@@ -39,11 +57,20 @@ class SessionLifetimeMixin:
 
 
 class FileSessionInterface(SessionLifetimeMixin, CacheLibSessionInterface):
-    pass
+    def _write(
+        self, store_id: str, session: ServerSideSession, seconds: int, *, only_if_present: bool
+    ) -> None:
+        if only_if_present and not self.cache.has(store_id):
+            return
+        self.cache.set(store_id, dict(session), timeout=seconds)
 
 
 class RedisSessions(SessionLifetimeMixin, RedisSessionInterface):
-    pass
+    def _write(
+        self, store_id: str, session: ServerSideSession, seconds: int, *, only_if_present: bool
+    ) -> None:
+        # XX: only overwrite a key that still exists, atomically.
+        self.client.set(store_id, self.serializer.encode(session), ex=seconds, xx=only_if_present)
 
 
 def init_sessions(app: Flask) -> None:
@@ -59,8 +86,10 @@ def init_sessions(app: Flask) -> None:
         app.session_interface = RedisSessions(app, client=redis.Redis.from_url(url), **options)
     elif kind in ("cachelib", "filesystem"):
         directory = app.config["SESSION_FILE_DIR"] or os.path.join(app.instance_path, "sessions")
-        # threshold=0: never evict live sessions to make room; expired files are pruned.
-        cache = FileSystemCache(directory, threshold=0, mode=0o600)
+        # Past the threshold cachelib deletes expired sessions first, then the oldest ones.
+        cache = FileSystemCache(
+            directory, threshold=app.config["SESSION_FILE_THRESHOLD"], mode=0o600
+        )
         app.session_interface = FileSessionInterface(app, client=cache, **options)
     else:
         raise RuntimeError(f"Unsupported SESSION_TYPE {kind!r}: use 'cachelib' or 'redis'.")

@@ -249,3 +249,60 @@ def test_an_idle_session_is_forgotten_but_a_remembered_one_lasts(app_factory):
     time.sleep(2.1)
     assert idle.get("/me/").status_code == 401
     assert remembered.get("/me/").status_code == 200
+
+
+def test_a_request_in_flight_cannot_bring_a_logged_out_session_back(app_factory):
+    """Review finding: a slow request finishing after logout re-wrote the whole session."""
+    from flask import request
+
+    app = app_factory(SESSION_TOUCH_INTERVAL=0)  # every request refreshes the store
+    with app.app_context():
+        make_user("ann@example.com")
+    client = signed_in(app, "ann@example.com")
+    copied = session_cookie(client)
+    with app.test_request_context("/me/", headers={"Cookie": f"{COOKIE}={copied}"}):
+        in_flight = app.session_interface.open_session(app, request)
+        assert in_flight.get("_user_id")
+        assert client.post("/auth/logout").status_code == 204
+        app.session_interface.save_session(app, in_flight, app.response_class())
+    replay = app.test_client()
+    replay.set_cookie(COOKIE, copied)
+    assert replay.get("/me/").status_code == 401
+
+
+def test_a_session_planted_before_login_is_not_the_victims_afterwards(app):
+    """Fixation with a real, stored session id (the attacker's own)."""
+    make_user("ann@example.com")
+    make_user("mallory@example.com")
+    attacker = signed_in(app, "mallory@example.com")
+    planted = session_cookie(attacker)
+    victim = app.test_client()
+    victim.set_cookie(COOKIE, planted)
+    assert login(victim, "ann@example.com").status_code == 200
+    assert session_cookie(victim) != planted
+    assert attacker.get("/me/").status_code == 401  # the planted id was retired, not reused
+    assert victim.get("/me/").get_json()["email"] == "ann@example.com"
+
+
+def test_flask_logins_remember_cookie_signs_nobody_in(app):
+    from flask_login.utils import encode_cookie
+
+    user = make_user("ann@example.com")
+    with app.test_request_context():
+        forged = encode_cookie(user.session_token)
+    client = app.test_client()
+    client.set_cookie("remember_token", forged)
+    assert client.get("/me/").status_code == 401
+
+
+def test_a_dead_session_is_deleted_not_kept_alive(app):
+    user = make_user("ann@example.com")
+    client = signed_in(app, "ann@example.com")
+    user.rotate_session_token()
+    from directory_api.extensions import db
+
+    db.session.commit()
+    response = client.get("/me/")
+    assert response.status_code == 401
+    assert "Expires=Thu, 01 Jan 1970" in response.headers.get("Set-Cookie", "")
+    assert client.get_cookie(COOKIE) is None

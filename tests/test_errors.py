@@ -94,3 +94,36 @@ def test_health_is_ok_when_the_database_answers(client, app):
     response = client.get("/health")
     assert response.status_code == 200
     assert response.get_json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize("path", ["/auth/login", "/regions/"])
+def test_json_nested_too_deeply_is_400_not_500(super_client, app, path):
+    response = super_client.post(
+        path, data="[" * 5000 + "]" * 5000, content_type="application/json"
+    )
+    assert_problem(response, 400)
+
+
+def test_json_must_be_utf8(super_client, app):
+    body = '{"name": "North"}'.encode("utf-16")
+    assert_problem(super_client.post("/regions/", data=body, content_type="application/json"), 400)
+
+
+def test_control_characters_in_text_are_422(super_client, app):
+    body = assert_problem(super_client.post("/regions/", json={"name": "Nor\u0000th"}), 422)
+    assert body["errors"]["name"] == ["Contains control characters."]
+    login = super_client.post("/auth/login", json={"email": "a\u0000@example.com", "password": "x"})
+    assert login.status_code in (401, 422)
+
+
+def test_a_path_segment_that_is_no_slug_is_404(client, app):
+    for path in ("/regions/slug/a%00b", "/regions/slug/UPPER", "/categories/slug/a--b"):
+        assert_problem(client.get(path), 404)
+
+
+def test_a_missing_trailing_slash_is_not_an_html_redirect(super_client, app):
+    response = super_client.post("/regions", json={"name": "North"})
+    assert response.status_code == 201
+    listed = super_client.get("/regions")
+    assert listed.status_code == 200
+    assert listed.get_json()["total"] == 1

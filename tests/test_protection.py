@@ -1,5 +1,7 @@
 """Cross-site refusal, CORS, JSON-only bodies and the headers every response carries."""
 
+import io
+
 import pytest
 
 from directory_api.models import Region
@@ -127,3 +129,29 @@ def test_signed_in_answers_are_not_cached(super_client, app):
     response = super_client.get("/regions/")
     assert response.headers["Cache-Control"] == "no-store"
     assert "Cookie" in response.headers["Vary"]
+
+
+@pytest.mark.parametrize(
+    "origins",
+    [
+        ["*"],
+        ["https://admin.example.org/"],
+        ["https://*.example.org"],
+        ["admin.example.org"],
+        ["https://admin.example.org/app"],
+    ],
+)
+def test_only_exact_cors_origins_are_accepted(app_factory, origins):
+    with pytest.raises(RuntimeError, match="CORS_ORIGINS"):
+        app_factory(CORS_ORIGINS=origins)
+
+
+def test_chunked_bodies_are_checked_whatever_the_header_case(super_client, app):
+    # Logout takes no body, so only the guard can refuse this one.
+    response = super_client.post(
+        "/auth/logout",
+        input_stream=io.BytesIO(b"x=1"),
+        headers={"Transfer-Encoding": "Chunked", "Content-Type": "text/plain"},
+    )
+    assert response.status_code == 415
+    assert super_client.get("/me/").status_code == 200
