@@ -14,10 +14,12 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 
 install: $(VENV)/.installed
 
-run: install  ## migrate, load demo data, serve on http://127.0.0.1:5000
+run: install  ## migrate, load demo data, serve on http://127.0.0.1:5000 with an outbox worker
 	$(BIN)/flask db upgrade
 	$(BIN)/flask seed-demo
-	$(BIN)/flask run --host 127.0.0.1 --port 5000
+	@# The worker delivers queued mail (to the log, without MAIL_SERVER); it stops with the server.
+	trap 'kill 0' INT TERM EXIT; $(BIN)/flask outbox worker --interval 2 & \
+		$(BIN)/flask run --host 127.0.0.1 --port 5000
 
 test: install  ## the whole suite on SQLite (set TEST_DATABASE_URL / TEST_REDIS_URL for more)
 	$(BIN)/python -m pytest

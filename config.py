@@ -45,6 +45,7 @@ class Config:
     # Server-side sessions: a file store under the instance folder unless Redis is configured.
     SESSION_TYPE = env("SESSION_TYPE", "redis" if REDIS_URL else "cachelib")
     SESSION_FILE_DIR = env("SESSION_FILE_DIR")  # default: <instance folder>/sessions
+    SESSION_FILE_THRESHOLD = env_int("SESSION_FILE_THRESHOLD", 10_000)
     SESSION_PERMANENT = False  # only "remember" makes the cookie outlive the browser
     SESSION_REFRESH_EACH_REQUEST = False  # the store is refreshed at most once per interval
     SESSION_TOUCH_INTERVAL = env_int("SESSION_TOUCH_INTERVAL", 300)
@@ -64,6 +65,9 @@ class Config:
     RATELIMIT_STRATEGY = "moving-window"
     RATELIMIT_LOGIN_PER_IP = env("RATELIMIT_LOGIN_PER_IP", "10/minute")
     RATELIMIT_LOGIN_PER_EMAIL = env("RATELIMIT_LOGIN_PER_EMAIL", "5/minute")
+    RATELIMIT_RESET_PER_IP = env("RATELIMIT_RESET_PER_IP", "5/hour")
+    RATELIMIT_RESET_PER_EMAIL = env("RATELIMIT_RESET_PER_EMAIL", "5/hour")
+    RATELIMIT_TOKENS_PER_IP = env("RATELIMIT_TOKENS_PER_IP", "20/hour")
 
     # Requests
     MAX_CONTENT_LENGTH = env_int("MAX_CONTENT_LENGTH", 64 * 1024)
@@ -88,6 +92,7 @@ class Config:
     VOTE_FALLBACK_RECIPIENT = env("VOTE_FALLBACK_RECIPIENT")
 
     JSON_LOG = env_bool("JSON_LOG", False)
+    LOG_LEVEL = env("LOG_LEVEL", "INFO")
 
 
 class DevelopmentConfig(Config):

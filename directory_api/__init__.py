@@ -1,7 +1,9 @@
 """The Directory API application factory."""
 
+import logging
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 from flask import Flask
 from flask_cors import CORS
@@ -13,7 +15,9 @@ from config import get_config
 from . import models  # noqa: F401  (every model registered before Alembic looks)
 from .errors import register_error_handlers
 from .extensions import db, limiter, login_manager, mail, migrate
+from .json_provider import JSONProvider
 from .protection import register_protection
+from .schemas.base import SlugConverter
 from .security import init_password_hasher
 from .sessions import init_sessions
 
@@ -32,8 +36,12 @@ EXPOSED_HEADERS = [
 def create_app(config_name: str | None = None, **overrides: Any) -> Flask:
     """Build the app for `config_name` (development, testing, production; default APP_ENV)."""
     app = Flask(__name__, instance_relative_config=True, static_folder=None)
+    app.json = JSONProvider(app)
+    app.url_map.converters["slug"] = SlugConverter
+    app.url_map.strict_slashes = False  # /regions and /regions/ are one endpoint, no redirect
     app.config.from_object(get_config(config_name))
     app.config.update(overrides)
+    configure_logging(app)
     configure_database(app)
     check_production_settings(app)
     register_protection(app)
@@ -42,6 +50,16 @@ def create_app(config_name: str | None = None, **overrides: Any) -> Flask:
     register_error_handlers(app)
     register_commands(app)
     return app
+
+
+def configure_logging(app: Flask) -> None:
+    """The package logs at LOG_LEVEL to stderr unless the host (gunicorn, pytest) set up logging."""
+    logger = logging.getLogger("directory_api")
+    logger.setLevel(app.config["LOG_LEVEL"])
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
 
 
 def configure_database(app: Flask) -> None:
@@ -62,8 +80,29 @@ def check_production_settings(app: Flask) -> None:
         "ALLOW_SQLITE_IN_PRODUCTION"
     ):
         problems.append("set DATABASE_URL to a PostgreSQL database (postgresql://…)")
+    if not app.config.get("MAIL_SERVER"):
+        # Without SMTP, messages (reset and invitation links included) would only be logged.
+        problems.append("set MAIL_SERVER (and MAIL_PORT, MAIL_USERNAME, …) to an SMTP server")
     if problems:
         raise RuntimeError("Refusing to start in production: " + "; ".join(problems) + ".")
+
+
+def check_cors_origins(origins: list[str]) -> None:
+    """Only exact origins: flask-cors would read "*" or a pattern as "reflect anyone"."""
+    for origin in origins:
+        parts = urlsplit(origin)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.netloc
+            or parts.path
+            or parts.query
+            or parts.fragment
+            or any(char in origin for char in "*?[]()^$\\|+ ")
+        ):
+            raise RuntimeError(
+                f"CORS_ORIGINS entry {origin!r} is not an exact origin "
+                "such as https://admin.example.org"
+            )
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -82,8 +121,6 @@ def register_extensions(app: Flask) -> None:
             x_for=app.config["PROXY_FIX_X_FOR"],
             x_proto=app.config["PROXY_FIX_X_PROTO"],
         )
-    app.json.sort_keys = False  # type: ignore[attr-defined]
-    app.json.ensure_ascii = False  # type: ignore[attr-defined]
     db.init_app(app)
     with app.app_context():
         if db.engine.dialect.name == "sqlite":
@@ -95,6 +132,7 @@ def register_extensions(app: Flask) -> None:
     limiter.init_app(app)
     mail.init_app(app)
     init_password_hasher(app)
+    check_cors_origins(app.config["CORS_ORIGINS"])
     if app.config["CORS_ORIGINS"]:
         CORS(
             app,
@@ -107,10 +145,12 @@ def register_extensions(app: Flask) -> None:
 
 
 def register_blueprints(app: Flask) -> None:
-    from .api import auth, categories, health, me, regions, socials
+    from .api import auth, categories, health, me, members, regions, socials, supers
 
-    for module in (health, auth, me, regions, categories, socials):
+    for module in (health, auth, me, regions, categories, socials, supers):
         app.register_blueprint(module.bp)
+    app.register_blueprint(members.owners)
+    app.register_blueprint(members.admins)
 
 
 def register_commands(app: Flask) -> None:

@@ -1,14 +1,15 @@
-"""Flask CLI commands: create-super, seed-demo."""
+"""Flask CLI commands: create-super, seed-demo, outbox send|worker."""
 
 from typing import Any
 
 import click
-from flask.cli import with_appcontext
+from flask.cli import AppGroup, with_appcontext
 from marshmallow import ValidationError
 from sqlalchemy import select
 
 from .extensions import db
 from .models import Business, Category, Employer, ListingSocial, Location, Region, Social, User
+from .outbox import deliver_due, run_worker
 from .schemas.base import Email
 from .schemas.passwords import password_problems
 from .security import hash_password
@@ -150,4 +151,22 @@ def seed_demo() -> None:
     click.echo("Demo data loaded.")
 
 
-commands = [create_super, seed_demo]
+outbox = AppGroup("outbox", help="Deliver the mail waiting in the outbox.")
+
+
+@outbox.command("send")
+def outbox_send() -> None:
+    """Deliver every due message once, then exit."""
+    report = deliver_due()
+    click.echo(f"sent {report.sent}, failed {report.failed}")
+
+
+@outbox.command("worker")
+@click.option("--interval", default=5.0, show_default=True, help="Seconds to wait when idle.")
+def outbox_worker(interval: float) -> None:
+    """Deliver mail continuously (several workers may run at once)."""
+    click.echo(f"outbox worker: polling every {interval:g}s when idle")
+    run_worker(interval)
+
+
+commands = [create_super, seed_demo, outbox]

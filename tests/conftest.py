@@ -4,13 +4,21 @@ TEST_DATABASE_URL switches the whole suite to PostgreSQL; TEST_REDIS_URL moves s
 and rate limits to Redis. Without them everything runs on SQLite, files and memory.
 """
 
+import asyncio
 import contextvars
+import email
+import email.message
+import email.policy
 import os
+import re
+import socket
+import threading
 import uuid
 from collections.abc import Iterator
 
 import pytest
 import sqlalchemy
+from aiosmtpd.controller import Controller
 from flask import Flask, has_app_context
 from flask.testing import FlaskClient
 from flask_migrate import upgrade
@@ -152,3 +160,82 @@ def pytest_report_header() -> list[str]:
         f"database: {'PostgreSQL (TEST_DATABASE_URL)' if PG_URL else 'SQLite'}",
         f"sessions and rate limits: {redis}",
     ]
+
+
+class MailCatcher:
+    """An SMTP handler that keeps what it is sent (optionally slowly, to overlap workers)."""
+
+    def __init__(self) -> None:
+        self.messages: list[email.message.EmailMessage] = []
+        self.envelopes: list[tuple[str, list[str]]] = []
+        self.delay = 0.0
+        self.lock = threading.Lock()
+
+    async def handle_DATA(self, server, session, envelope):
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        message = email.message_from_bytes(envelope.content, policy=email.policy.default)
+        with self.lock:
+            self.messages.append(message)
+            self.envelopes.append((envelope.mail_from, list(envelope.rcpt_tos)))
+        return "250 Message accepted"
+
+    def to(self, address: str) -> list[email.message.EmailMessage]:
+        return [m for m in self.messages if address in m["To"]]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def smtp_server() -> Iterator[tuple[MailCatcher, int]]:
+    """A real SMTP server on loopback."""
+    catcher = MailCatcher()
+    port = free_port()
+    controller = Controller(catcher, hostname="127.0.0.1", port=port)
+    controller.start()
+    yield catcher, port
+    controller.stop()
+
+
+def smtp_settings(port: int) -> dict:
+    # Flask-Mail suppresses sending under TESTING unless told otherwise.
+    return {"MAIL_SERVER": "127.0.0.1", "MAIL_PORT": port, "MAIL_SUPPRESS_SEND": False}
+
+
+@pytest.fixture
+def mail_app(app_factory, smtp_server) -> Iterator[Flask]:
+    """An app whose outbox delivers to the loopback SMTP server."""
+    app = app_factory(**smtp_settings(smtp_server[1]))
+    with app.app_context():
+        yield app
+
+
+@pytest.fixture
+def mailbox(smtp_server) -> MailCatcher:
+    return smtp_server[0]
+
+
+def send_outbox(app: Flask) -> str:
+    """Run `flask outbox send` once, as an operator or the worker would."""
+    result = app.test_cli_runner().invoke(args=["outbox", "send"])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def queued_mail(to: str | None = None) -> list:
+    from directory_api.models import OutboxMessage
+
+    db.session.rollback()
+    rows = db.session.scalars(sqlalchemy.select(OutboxMessage).order_by(OutboxMessage.created_at))
+    return [row for row in rows if to is None or to in row.recipients]
+
+
+def link_in(text: str, path: str) -> str:
+    """The part of the first link containing `path` that follows it (a token or id/?token=)."""
+    match = re.search(re.escape(path) + r"(\S+)", text)
+    assert match, f"no link with {path!r} in:\n{text}"
+    return match.group(1)

@@ -1,37 +1,26 @@
 """/auth: sign in and out with a server-side session cookie."""
 
-import time
-
-from flask import Blueprint, current_app, request, session
-from flask_limiter.util import get_remote_address
-from flask_login import login_user, logout_user
+from flask import Blueprint, session
+from flask_login import logout_user
 from sqlalchemy import select
 
 from ..access import login_required
+from ..accounts import record_login, sign_in
 from ..bodies import load_body
 from ..errors import abort
-from ..extensions import db, limiter
-from ..models import User, utcnow
+from ..extensions import db
+from ..limits import login_per_email, login_per_ip
+from ..models import User
 from ..schemas.users import LoginIn, UserOut
 from ..security import hash_password, password_needs_rehash, verify_password
-from ..sessions import TOUCHED_KEY
 from .common import no_content
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")
 
 
-def login_email_key() -> str:
-    """Rate-limit key: the e-mail being tried, so one account can't be guessed from many IPs."""
-    body = request.get_json(silent=True)
-    email = body.get("email") if isinstance(body, dict) else None
-    if isinstance(email, str) and email.strip():
-        return "email:" + email.strip().lower()[:254]
-    return "ip:" + get_remote_address()
-
-
 @bp.post("/login")
-@limiter.limit(lambda: current_app.config["RATELIMIT_LOGIN_PER_IP"])
-@limiter.limit(lambda: current_app.config["RATELIMIT_LOGIN_PER_EMAIL"], key_func=login_email_key)
+@login_per_ip
+@login_per_email
 def login():
     """Sign in; answers the user and sets the session cookie."""
     data = load_body(LoginIn())
@@ -41,15 +30,9 @@ def login():
         abort(401, "Wrong e-mail or password.")
     if password_needs_rehash(user.password_hash):
         user.password_hash = hash_password(data["password"])
-    user.last_login_at = utcnow()
+    record_login(user)
     db.session.commit()
-
-    session.clear()
-    login_user(user)
-    session.permanent = data["remember"]
-    session[TOUCHED_KEY] = int(time.time())
-    # A new session id: a cookie planted before sign-in is not signed in afterwards.
-    current_app.session_interface.regenerate(session)
+    sign_in(user, remember=data["remember"])
     return UserOut().dump(user)
 
 

@@ -1,16 +1,177 @@
-"""/me: the signed-in user's own account."""
+"""/me: the signed-in user's account, registration, password reset and e-mail change."""
 
-from flask import Blueprint
+import uuid
+
+from flask import Blueprint, session
 from flask_login import current_user
 
 from ..access import login_required
-from ..schemas.users import UserOut
+from ..accounts import find_user_by_email, record_login, set_password, sign_in
+from ..bodies import load_body
+from ..errors import abort
+from ..extensions import db
+from ..limits import login_per_ip, reset_per_email, reset_per_ip, token_endpoints
+from ..models import TokenPurpose, User
+from ..outbox import queue_mail
+from ..schemas.passwords import password_problems
+from ..schemas.users import (
+    EmailUpdateIn,
+    PasswordResetIn,
+    PasswordResetStartIn,
+    PasswordUpdateIn,
+    RegisterIn,
+    UserOut,
+    UserUpdate,
+)
+from ..security import verify_password
+from ..tokens import issue_token, redeem_token, void_tokens
+from .common import apply_changes, get_or_404, no_content
 
 bp = Blueprint("me", __name__, url_prefix="/me")
+
+RESET_STARTED = {"detail": "If the address belongs to an account, a reset link is on its way."}
+
+
+def check_password_rules(password: str, email: str, field: str) -> None:
+    problems = password_problems(password, email)
+    if problems:
+        abort(422, "The request body has invalid fields.", errors={field: problems})
+
+
+def signed_in_user() -> User:
+    return current_user._get_current_object()
 
 
 @bp.get("/")
 @login_required
 def get_me():
     """The signed-in user, with their roles."""
-    return UserOut().dump(current_user._get_current_object())
+    return UserOut().dump(signed_in_user())
+
+
+@bp.put("/id/<uuid:user_id>")
+@login_required
+def update_user(user_id: uuid.UUID):
+    """Change a user's name and phone: your own, or anyone's as a super."""
+    if current_user.id != user_id and not current_user.is_super:
+        abort(403, "You may only change your own details.")
+    user = get_or_404(User, User.id == user_id, what="user")
+    apply_changes(user, load_body(UserUpdate(), partial=True))
+    db.session.commit()
+    return UserOut().dump(user)
+
+
+@bp.post("/register/<uuid:user_id>")
+@token_endpoints
+def register(user_id: uuid.UUID):
+    """Accept an invitation: set a password (and name) with the token from the e-mail."""
+    data = load_body(RegisterIn())
+    user = db.session.get(User, user_id)
+    token = redeem_token(data["token"], TokenPurpose.INVITATION)
+    if (
+        user is None
+        or token is None
+        or token.user_id != user.id
+        or token.email != user.email
+        or user.status != "invited"
+    ):
+        abort(404, "This invitation is invalid, used or expired.")
+    check_password_rules(data["password"], user.email, "password")
+    set_password(user, data["password"])
+    if data.get("name"):
+        user.name = data["name"]
+    record_login(user)
+    db.session.commit()
+    sign_in(user)
+    return UserOut().dump(user)
+
+
+@bp.post("/password-reset")
+@reset_per_ip
+@reset_per_email
+def start_password_reset():
+    """Send a reset link to an active account; the answer never says whether one exists."""
+    data = load_body(PasswordResetStartIn())
+    user = find_user_by_email(data["email"])
+    if user is not None and user.status == "active":
+        token = issue_token(user, TokenPurpose.PASSWORD_RESET)
+        queue_mail(user.email, "password_reset", user=user, token=token)
+        db.session.commit()
+    return RESET_STARTED, 202
+
+
+@bp.post("/password-reset/<token>")
+@token_endpoints
+def complete_password_reset(token: str):
+    """Set a new password with a reset token; every session of the account ends."""
+    data = load_body(PasswordResetIn())
+    found = redeem_token(token, TokenPurpose.PASSWORD_RESET)
+    user = db.session.get(User, found.user_id) if found else None
+    if user is None or user.status != "active":
+        abort(404, "This reset link is invalid, used or expired.")
+    check_password_rules(data["password"], user.email, "password")
+    set_password(user, data["password"])
+    queue_mail(user.email, "password_changed", user=user)
+    db.session.commit()
+    return no_content()
+
+
+@bp.post("/password-update")
+@login_required
+@login_per_ip
+def update_password():
+    """Change your password; your other sessions end, this one stays signed in."""
+    data = load_body(PasswordUpdateIn())
+    user = signed_in_user()
+    if not verify_password(user.password_hash, data["current_password"]):
+        abort(403, "The current password is wrong.")
+    check_password_rules(data["new_password"], user.email, "newPassword")
+    remember = session.permanent
+    set_password(user, data["new_password"])
+    queue_mail(user.email, "password_changed", user=user)
+    db.session.commit()
+    sign_in(user, remember=remember)
+    return no_content()
+
+
+@bp.post("/email-update")
+@login_required
+@login_per_ip
+def start_email_update():
+    """Ask to change your e-mail address; the new address must confirm it."""
+    data = load_body(EmailUpdateIn())
+    user = signed_in_user()
+    if not verify_password(user.password_hash, data["password"]):
+        abort(403, "The password is wrong.")
+    new_email = data["email"]
+    if new_email == user.email:
+        abort(
+            422,
+            "The request body has invalid fields.",
+            errors={"email": ["This is already your address."]},
+        )
+    if find_user_by_email(new_email) is not None:
+        abort(409, "That e-mail address belongs to another account.")
+    token = issue_token(user, TokenPurpose.EMAIL_UPDATE, email=new_email)
+    queue_mail(new_email, "email_update_confirm", user=user, new_email=new_email, token=token)
+    queue_mail(user.email, "email_update_requested", user=user, new_email=new_email)
+    db.session.commit()
+    return {"detail": "Confirm the change from the message sent to the new address."}, 202
+
+
+@bp.post("/email-update/<token>")
+@token_endpoints
+def confirm_email_update(token: str):
+    """Apply an e-mail change with the token sent to the new address."""
+    found = redeem_token(token, TokenPurpose.EMAIL_UPDATE)
+    user = db.session.get(User, found.user_id) if found else None
+    if user is None or found.email is None:
+        abort(404, "This confirmation link is invalid, used or expired.")
+    taken_by = find_user_by_email(found.email)
+    if taken_by is not None and taken_by.id != user.id:
+        abort(409, "That e-mail address now belongs to another account.")
+    old_email, user.email = user.email, found.email
+    void_tokens(user, TokenPurpose.PASSWORD_RESET)
+    queue_mail(old_email, "email_changed", user=user, new_email=user.email)
+    db.session.commit()
+    return UserOut().dump(user)

@@ -22,7 +22,7 @@ def create_region():
     return create_named(Region, region_out, load_body(RegionIn()))
 
 
-@bp.put("/slug/<slug>")
+@bp.put("/slug/<slug:slug>")
 @require_super
 def update_region(slug: str):
     """Rename a region or change its slug."""
@@ -30,7 +30,7 @@ def update_region(slug: str):
     return update_named(region, region_out, load_body(RegionIn(), partial=True))
 
 
-@bp.delete("/slug/<slug>")
+@bp.delete("/slug/<slug:slug>")
 @require_super
 def delete_region(slug: str):
     """Delete a region no location uses."""

@@ -50,7 +50,7 @@ def register_reads(
     get_by_slug.__doc__ = f"Get one {what} by slug."
     get_by_id.__doc__ = f"Get one {what} by id."
     bp.add_url_rule("/", "list", list_items, methods=["GET"])
-    bp.add_url_rule("/slug/<slug>", "get_by_slug", get_by_slug, methods=["GET"])
+    bp.add_url_rule("/slug/<slug:slug>", "get_by_slug", get_by_slug, methods=["GET"])
     bp.add_url_rule("/id/<uuid:item_id>", "get_by_id", get_by_id, methods=["GET"])
 
 

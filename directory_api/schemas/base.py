@@ -1,14 +1,32 @@
 """Field types and the base schema every request and response schema builds on."""
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 from email_validator import EmailNotValidError, validate_email
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
+from werkzeug.routing import BaseConverter
 
-from ..models.base import EMAIL_LENGTH, NAME_LENGTH, SLUG_LENGTH, TEXT_LENGTH, URL_LENGTH
+from ..models.base import (
+    EMAIL_LENGTH,
+    NAME_LENGTH,
+    PHONE_LENGTH,
+    SLUG_LENGTH,
+    TEXT_LENGTH,
+    URL_LENGTH,
+)
 
-SLUG_PATTERN = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
+SLUG_REGEX = r"[a-z0-9]+(?:-[a-z0-9]+)*"
+SLUG_PATTERN = f"^{SLUG_REGEX}$"
+# Control characters other than tab and line breaks (NUL included) are never text.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+class SlugConverter(BaseConverter):
+    """`<slug:…>` in a route: anything that is not a slug is a 404 before any query."""
+
+    regex = SLUG_REGEX
 
 
 class BaseSchema(Schema):
@@ -27,6 +45,7 @@ class Text(fields.String):
         "too_long": "Longer than {max} characters.",
         "line_break": "Must be a single line.",
         "empty": "May not be empty.",
+        "control": "Contains control characters.",
     }
 
     def __init__(self, *, max_length: int = NAME_LENGTH, multiline: bool = False, **kwargs: Any):
@@ -46,6 +65,8 @@ class Text(fields.String):
             return None
         if len(text) > self.max_length:
             raise self.make_error("too_long", max=self.max_length)
+        if CONTROL_CHARACTERS.search(text):
+            raise self.make_error("control")
         if not self.multiline and ("\n" in text or "\r" in text):
             raise self.make_error("line_break")
         return self.clean(text)
@@ -83,6 +104,19 @@ class Email(Text):
         except EmailNotValidError as error:
             raise ValidationError("Not a valid email address.") from error
         return result.normalized.lower()
+
+
+class Phone(Text):
+    """Digits with the usual separators and an optional leading +."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_length=PHONE_LENGTH, **kwargs)
+
+    def clean(self, text: str) -> str:
+        validate.Regexp(r"^\+?[0-9][0-9 ()./-]*$", error="Digits, spaces and + ( ) . / - only.")(
+            text
+        )
+        return text
 
 
 class Url(Text):

@@ -1,12 +1,17 @@
-"""Users as the API shows them, and the sign-in body."""
+"""Users as the API shows them, and the bodies of sign-in and the account endpoints."""
 
-from marshmallow import fields
+from typing import Any
+
+from marshmallow import ValidationError, fields, pre_load
 
 from ..models.base import EMAIL_LENGTH
-from .base import BaseSchema, Bool, Resource, Text, Timestamp
+from .base import BaseSchema, Bool, Email, Phone, Resource, Text, Timestamp
+from .passwords import Password
 
 
 class UserOut(Resource):
+    """A user. Seen through one location (owners, admins), only that location's role shows."""
+
     email = fields.String()
     name = fields.String()
     phone = fields.String()
@@ -18,8 +23,17 @@ class UserOut(Resource):
     class Meta:
         exclude = ("updated_at",)
 
+    def __init__(self, *args: Any, location: Any = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.location = location
+
     def get_roles(self, user) -> list[dict[str, str]]:
-        memberships = sorted(user.memberships, key=lambda m: m.location.slug)
+        memberships = [
+            m
+            for m in user.memberships
+            if self.location is None or m.location_id == self.location.id
+        ]
+        memberships.sort(key=lambda m: m.location.slug)
         return [{"location": m.location.slug, "role": m.role.value} for m in memberships]
 
 
@@ -28,3 +42,57 @@ class LoginIn(BaseSchema):
     email = Text(required=True, max_length=EMAIL_LENGTH)
     password = fields.String(required=True)
     remember = Bool(load_default=False)
+
+
+class InviteIn(BaseSchema):
+    email = Email(required=True)
+    name = Text()
+
+
+# Fields a user may not change through PUT …/id/:id, and where to change them instead.
+CHANGED_ELSEWHERE = {
+    "email": "Change the e-mail address with POST /me/email-update.",
+    "password": "Change the password with POST /me/password-update.",
+    "isSuper": "Supers are invited with POST /supers/ and revoked with DELETE /supers/id/:id.",
+    "roles": "Roles are given and taken at /locations/:slug/owners/ and …/admins/.",
+    "status": "The status changes when the user registers.",
+}
+
+
+class UserUpdate(BaseSchema):
+    """Personal details: name and phone only."""
+
+    name = Text()
+    phone = Phone()
+
+    @pre_load
+    def point_elsewhere(self, data: Any, **_: Any) -> Any:
+        if isinstance(data, dict):
+            errors = {key: [message] for key, message in CHANGED_ELSEWHERE.items() if key in data}
+            if errors:
+                raise ValidationError(errors)
+        return data
+
+
+class RegisterIn(BaseSchema):
+    token = fields.String(required=True)
+    password = Password(required=True)
+    name = Text()
+
+
+class PasswordResetStartIn(BaseSchema):
+    email = Email(required=True)
+
+
+class PasswordResetIn(BaseSchema):
+    password = Password(required=True)
+
+
+class PasswordUpdateIn(BaseSchema):
+    current_password = fields.String(required=True, data_key="currentPassword")
+    new_password = Password(required=True, data_key="newPassword")
+
+
+class EmailUpdateIn(BaseSchema):
+    email = Email(required=True)
+    password = fields.String(required=True)

@@ -1,0 +1,93 @@
+"""/supers: the privileged users; only supers see or change them."""
+
+import uuid
+
+from flask import Blueprint, url_for
+from sqlalchemy import select
+from sqlalchemy.orm import selectinload
+
+from ..access import require_super
+from ..accounts import drop_invitation_if_roleless, invite
+from ..bodies import load_body
+from ..errors import abort
+from ..extensions import db
+from ..models import User
+from ..pagination import page_response, parse_list_args, sort_fields
+from ..schemas.users import InviteIn, UserOut, UserUpdate
+from .common import apply_changes, created, get_or_404, no_content
+
+bp = Blueprint("supers", __name__, url_prefix="/supers")
+
+SORTABLE = sort_fields(User, "email")
+user_out = UserOut()
+
+
+def super_or_404(user_id: uuid.UUID) -> User:
+    return get_or_404(User, User.id == user_id, User.is_super.is_(True), what="super")
+
+
+def make_super(user: User) -> None:
+    if user.is_super and user.status == "active":
+        abort(409, "This user is already a super.")
+    user.is_super = True
+
+
+@bp.get("/")
+@require_super
+def list_supers():
+    """List the supers."""
+    args = parse_list_args()
+    stmt = select(User).where(User.is_super.is_(True)).options(selectinload(User.memberships))
+    return page_response(
+        stmt,
+        args,
+        UserOut(many=True).dump,
+        sortable=SORTABLE,
+        default_sort="email",
+        tiebreak=User.id,
+    )
+
+
+@bp.get("/id/<uuid:user_id>")
+@require_super
+def get_super(user_id: uuid.UUID):
+    """Get one super."""
+    return user_out.dump(super_or_404(user_id))
+
+
+@bp.post("/")
+@require_super
+def invite_super():
+    """Make an address a super: a new user is invited, an existing one notified."""
+    data = load_body(InviteIn())
+    user = invite(data["email"], data.get("name"), "a super", make_super)
+    return created(user_out.dump(user), url_for(".get_super", user_id=user.id))
+
+
+@bp.put("/id/<uuid:user_id>")
+@require_super
+def update_super(user_id: uuid.UUID):
+    """Change a super's name and phone."""
+    user = super_or_404(user_id)
+    apply_changes(user, load_body(UserUpdate(), partial=True))
+    db.session.commit()
+    return user_out.dump(user)
+
+
+@bp.delete("/id/<uuid:user_id>")
+@require_super
+def revoke_super(user_id: uuid.UUID):
+    """Take super rights away (the account stays); the last active super cannot go."""
+    user = super_or_404(user_id)
+    # Locked, so two supers revoking each other at once cannot both succeed.
+    active_supers = db.session.scalars(
+        select(User.id)
+        .where(User.is_super.is_(True), User.password_hash.is_not(None))
+        .with_for_update()
+    ).all()
+    if user.status == "active" and set(active_supers) <= {user.id}:
+        abort(409, "This is the last active super; invite another one first.")
+    user.is_super = False
+    drop_invitation_if_roleless(user)
+    db.session.commit()
+    return no_content()

@@ -1,0 +1,29 @@
+"""The rate limits of API.md, each read from the configuration when a request arrives."""
+
+from collections.abc import Callable
+
+from flask import current_app, request
+from flask_limiter.util import get_remote_address
+
+from .extensions import limiter
+
+
+def configured(name: str) -> Callable[[], str]:
+    return lambda: current_app.config[name]
+
+
+def email_in_body() -> str:
+    """Key: the e-mail address in the JSON body, so one account can't be tried from many IPs."""
+    body = request.get_json(silent=True)
+    email = body.get("email") if isinstance(body, dict) else None
+    if isinstance(email, str) and email.strip():
+        return "email:" + email.strip().lower()[:254]
+    return "ip:" + get_remote_address()
+
+
+login_per_ip = limiter.limit(configured("RATELIMIT_LOGIN_PER_IP"))
+login_per_email = limiter.limit(configured("RATELIMIT_LOGIN_PER_EMAIL"), key_func=email_in_body)
+reset_per_ip = limiter.limit(configured("RATELIMIT_RESET_PER_IP"))
+reset_per_email = limiter.limit(configured("RATELIMIT_RESET_PER_EMAIL"), key_func=email_in_body)
+# Registration and every endpoint that takes a token share one allowance per IP.
+token_endpoints = limiter.shared_limit(configured("RATELIMIT_TOKENS_PER_IP"), scope="tokens")

@@ -1,0 +1,42 @@
+"""Production refuses settings that would be unsafe or would silently lose data."""
+
+import pytest
+
+from directory_api import create_app
+
+SAFE = {
+    "SECRET_KEY": "a-long-random-production-secret",
+    "SQLALCHEMY_DATABASE_URI": "postgresql+psycopg://app@db.internal/directory",
+    "MAIL_SERVER": "smtp.internal",
+}
+
+
+@pytest.mark.parametrize(
+    ("missing", "says"),
+    [
+        ({"SECRET_KEY": None}, "SECRET_KEY"),
+        ({"SQLALCHEMY_DATABASE_URI": None}, "DATABASE_URL"),
+        ({"SQLALCHEMY_DATABASE_URI": "sqlite:////tmp/prod.sqlite3"}, "DATABASE_URL"),
+        ({"MAIL_SERVER": None}, "MAIL_SERVER"),
+    ],
+)
+def test_production_refuses_to_start_and_says_what_to_set(tmp_path, missing, says):
+    settings = {**SAFE, **missing, "SESSION_FILE_DIR": str(tmp_path)}
+    with pytest.raises(RuntimeError, match=says):
+        create_app("production", **settings)
+
+
+def test_production_starts_with_safe_settings(tmp_path):
+    app = create_app("production", SESSION_FILE_DIR=str(tmp_path), **SAFE)
+    assert app.config["SESSION_COOKIE_SECURE"] is True
+
+
+def test_sqlite_in_production_only_when_explicitly_allowed(tmp_path):
+    settings = {**SAFE, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.sqlite3"}
+    app = create_app(
+        "production",
+        ALLOW_SQLITE_IN_PRODUCTION=True,
+        SESSION_FILE_DIR=str(tmp_path),
+        **{k: v for k, v in settings.items()},
+    )
+    assert app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite")

@@ -1,0 +1,559 @@
+"""/locations/:slug/owners and …/admins: supers manage owners, owners (and supers) admins."""
+
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from directory_api.extensions import db
+from directory_api.models import Membership, Role, User
+
+from .conftest import link_in, queued_mail, send_outbox, signed_in
+from .factories import grant, make_location, make_user
+
+PROBLEM = "application/problem+json"
+FRONTEND = "http://localhost:3000"
+NEW_PASSWORD = "a long passphrase"
+INVITATION_SUBJECT = "You are invited to the Directory"
+NOTICE_SUBJECT = "You have a new role in the Directory"
+ROLES = ["owner", "admin"]
+
+# Every endpoint, with a request that succeeds for an allowed caller; "{id}" is a member.
+ENDPOINTS = {
+    "list": ("GET", "/", None, 200),
+    "get": ("GET", "/id/{id}", None, 200),
+    "invite": ("POST", "/", {"email": "new@example.com"}, 201),
+    "update": ("PUT", "/id/{id}", {"name": "Renamed"}, 200),
+    "remove": ("DELETE", "/id/{id}", None, 204),
+}
+
+
+@pytest.fixture
+def scene(app):
+    """Harbour and Bay, a super, a plain user, harbour's owner and admin, bay's owner."""
+    harbour = make_location("harbour", name="Harbour")
+    bay = make_location("bay", name="Bay")
+    users = {
+        "super": make_user("super@example.com", is_super=True),
+        "plain": make_user("plain@example.com"),
+        "owner_here": make_user("owner@example.com"),
+        "admin_here": make_user("admin@example.com"),
+        "owner_elsewhere": make_user("bay-owner@example.com"),
+    }
+    grant(users["owner_here"], harbour, Role.OWNER)
+    grant(users["admin_here"], harbour, Role.ADMIN)
+    grant(users["owner_elsewhere"], bay, Role.OWNER)
+    return SimpleNamespace(harbour=harbour, bay=bay, users=users)
+
+
+def member(email: str, location, role: str, **fields) -> User:
+    user = make_user(email, **fields)
+    grant(user, location, Role(role))
+    return user
+
+
+def call(client, role: str, endpoint: str, user_id, slug: str = "harbour"):
+    method, suffix, body, _ = ENDPOINTS[endpoint]
+    path = f"/locations/{slug}/{role}s" + suffix.format(id=user_id)
+    return client.open(path, method=method, json=body)
+
+
+def client_for(app, scene, caller: str):
+    return signed_in(app, scene.users[caller].email)
+
+
+def role_at(user_id, location) -> str | None:
+    db.session.rollback()
+    membership = db.session.get(Membership, (user_id, location.id))
+    return membership.role.value if membership else None
+
+
+def user_by_email(email: str) -> User | None:
+    db.session.rollback()
+    return User.query.filter_by(email=email).one_or_none()
+
+
+def invitation_link(address: str) -> tuple[str, str]:
+    """The user id and token of the latest invitation queued to `address`."""
+    mail = queued_mail(address)[-1]
+    assert mail.subject == INVITATION_SUBJECT
+    user_id, _, token = link_in(mail.body, f"{FRONTEND}/register/").partition("?token=")
+    assert token
+    return user_id, token
+
+
+def assert_nothing_changed(target: User, role: str, location) -> None:
+    assert user_by_email("new@example.com") is None
+    assert role_at(target.id, location) == role
+    assert db.session.get(User, target.id).name == "Target"
+    assert queued_mail() == []
+
+
+# --- who may call what ----------------------------------------------------------------------
+
+DENIED = [
+    ("owner", "plain"),
+    ("owner", "admin_here"),
+    ("owner", "owner_here"),  # an owner cannot manage owners, not even their own location's
+    ("owner", "owner_elsewhere"),
+    ("admin", "plain"),
+    ("admin", "admin_here"),  # an admin cannot manage admins
+    ("admin", "owner_elsewhere"),  # an owner of another location has no say here
+]
+ALLOWED = [("owner", "super"), ("admin", "super"), ("admin", "owner_here")]
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+@pytest.mark.parametrize("role", ROLES)
+def test_anonymous_is_401(client, app, scene, role, endpoint):
+    target = member("target@example.com", scene.harbour, role, name="Target")
+    response = call(client, role, endpoint, target.id)
+    assert response.status_code == 401
+    assert response.mimetype == PROBLEM
+    assert_nothing_changed(target, role, scene.harbour)
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+@pytest.mark.parametrize(("role", "caller"), DENIED)
+def test_caller_without_the_role_is_403(app, scene, role, caller, endpoint):
+    target = member("target@example.com", scene.harbour, role, name="Target")
+    response = call(client_for(app, scene, caller), role, endpoint, target.id)
+    assert response.status_code == 403
+    assert response.mimetype == PROBLEM
+    assert_nothing_changed(target, role, scene.harbour)
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+@pytest.mark.parametrize(("role", "caller"), ALLOWED)
+def test_allowed_caller_succeeds(app, scene, role, caller, endpoint):
+    target = member("target@example.com", scene.harbour, role, name="Target")
+    response = call(client_for(app, scene, caller), role, endpoint, target.id)
+    assert response.status_code == ENDPOINTS[endpoint][3], response.get_json()
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+@pytest.mark.parametrize("role", ROLES)
+def test_unknown_location_is_404(app, scene, role, endpoint):
+    target = member("target@example.com", scene.harbour, role, name="Target")
+    response = call(client_for(app, scene, "super"), role, endpoint, target.id, slug="nowhere")
+    assert response.status_code == 404
+    assert response.mimetype == PROBLEM
+    assert_nothing_changed(target, role, scene.harbour)
+
+
+# --- one member -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", ["get", "update", "remove"])
+@pytest.mark.parametrize(
+    ("role", "who"),
+    [
+        ("owner", "plain"),  # holds no role at all
+        ("owner", "admin_here"),  # holds the other role here
+        ("owner", "owner_elsewhere"),  # holds this role at another location
+        ("admin", "plain"),
+        ("admin", "owner_here"),
+        ("admin", "admin_elsewhere"),
+    ],
+)
+def test_a_user_without_that_role_here_is_404(app, scene, role, who, endpoint):
+    member("bay-admin@example.com", scene.bay, "admin", name="Bay Admin")
+    users = {**scene.users, "admin_elsewhere": user_by_email("bay-admin@example.com")}
+    user = users[who]
+    before = {(m.location_id, m.role) for m in user.memberships}
+    response = call(client_for(app, scene, "super"), role, endpoint, user.id)
+    assert response.status_code == 404
+    assert response.mimetype == PROBLEM
+    user = user_by_email(user.email)
+    assert {(m.location_id, m.role) for m in user.memberships} == before
+    assert user.name != "Renamed"
+
+
+@pytest.mark.parametrize("user_id", [str(uuid.uuid4()), "123", "not-a-uuid"])
+@pytest.mark.parametrize("role", ROLES)
+def test_unknown_or_malformed_id_is_404(app, scene, role, user_id):
+    response = signed_in(app, "super@example.com").get(f"/locations/harbour/{role}s/id/{user_id}")
+    assert response.status_code == 404
+    assert response.mimetype == PROBLEM
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_get_one_member_with_this_locations_role(app, scene, role):
+    target = member("target@example.com", scene.harbour, role, name="Target")
+    response = signed_in(app, "super@example.com").get(f"/locations/harbour/{role}s/id/{target.id}")
+    assert response.status_code == 200
+    body = response.get_json()
+    assert body["id"] == str(target.id)
+    assert (body["email"], body["name"], body["status"]) == (
+        "target@example.com",
+        "Target",
+        "active",
+    )
+    assert body["roles"] == [{"location": "harbour", "role": role}]
+    assert not {"passwordHash", "password_hash", "sessionToken", "token"} & set(body)
+
+
+# --- lists ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_list_shows_this_locations_members_sorted_by_email_and_paged(app, scene, role):
+    for email in ("zed@example.com", "amy@example.com", "max@example.com"):
+        member(email, scene.harbour, role)
+    member("bay@example.com", scene.bay, role)  # same role, other location
+    client = signed_in(app, "super@example.com")
+    response = client.get(f"/locations/harbour/{role}s/?perPage=2")
+    assert response.status_code == 200
+    body = response.get_json()
+    expected = sorted(
+        ["zed@example.com", "amy@example.com", "max@example.com", f"{role}@example.com"]
+    )
+    assert [u["email"] for u in body["items"]] == expected[:2]
+    assert (body["page"], body["perPage"], body["total"]) == (1, 2, 4)
+    assert 'rel="next"' in response.headers["Link"]
+    second = client.get(f"/locations/harbour/{role}s/?perPage=2&page=2").get_json()
+    assert [u["email"] for u in second["items"]] == expected[2:]
+    for item in body["items"] + second["items"]:
+        assert item["roles"] == [{"location": "harbour", "role": role}]
+
+
+def test_owner_lists_admins_of_their_location(app, scene):
+    response = signed_in(app, "owner@example.com").get("/locations/harbour/admins/")
+    assert response.status_code == 200
+    assert [u["email"] for u in response.get_json()["items"]] == ["admin@example.com"]
+
+
+# --- roles seen through a location ----------------------------------------------------------
+
+
+def test_roles_seen_through_a_location_show_only_that_location(app, scene):
+    twice = member("twice@example.com", scene.harbour, "admin")
+    grant(twice, scene.bay, Role.ADMIN)
+    client = signed_in(app, "super@example.com")
+    one = client.get(f"/locations/harbour/admins/id/{twice.id}").get_json()
+    assert one["roles"] == [{"location": "harbour", "role": "admin"}]
+    other = client.get(f"/locations/bay/admins/id/{twice.id}").get_json()
+    assert other["roles"] == [{"location": "bay", "role": "admin"}]
+    listed = client.get("/locations/harbour/admins/").get_json()["items"]
+    assert [u["roles"] for u in listed if u["email"] == "twice@example.com"] == [
+        [{"location": "harbour", "role": "admin"}]
+    ]
+
+
+def test_an_owner_does_not_see_a_members_roles_elsewhere(app, scene):
+    twice = member("twice@example.com", scene.harbour, "admin")
+    grant(twice, scene.bay, Role.OWNER)
+    response = signed_in(app, "owner@example.com").get(f"/locations/harbour/admins/id/{twice.id}")
+    assert response.status_code == 200
+    assert "bay" not in response.get_data(as_text=True)
+
+
+def test_me_shows_every_role_of_the_user(app, scene):
+    twice = member("twice@example.com", scene.harbour, "admin")
+    grant(twice, scene.bay, Role.ADMIN)
+    roles = signed_in(app, "twice@example.com").get("/me/").get_json()["roles"]
+    assert roles == [
+        {"location": "bay", "role": "admin"},
+        {"location": "harbour", "role": "admin"},
+    ]
+
+
+# --- invitations ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("role", "caller"), ALLOWED)
+def test_invite_unknown_email_creates_an_invited_member(app, scene, role, caller):
+    response = client_for(app, scene, caller).post(
+        f"/locations/harbour/{role}s/", json={"email": "New@Example.com", "name": "Nia"}
+    )
+    assert response.status_code == 201
+    body = response.get_json()
+    assert (body["email"], body["name"], body["status"]) == ("new@example.com", "Nia", "invited")
+    assert body["isSuper"] is False
+    assert body["roles"] == [{"location": "harbour", "role": role}]
+    assert response.headers["Location"] == f"/locations/harbour/{role}s/id/{body['id']}"
+    user = user_by_email("new@example.com")
+    assert str(user.id) == body["id"]
+    assert user.password_hash is None
+    assert role_at(user.id, scene.harbour) == role
+    assert Membership.query.filter_by(user_id=user.id).count() == 1
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_invitation_mail_links_to_register_with_the_user_id(app, scene, role):
+    response = client_for(app, scene, "super").post(
+        f"/locations/harbour/{role}s/", json={"email": "new@example.com"}
+    )
+    [mail] = queued_mail("new@example.com")
+    assert mail.subject == INVITATION_SUBJECT
+    assert f"{role} of Harbour" in mail.body
+    user_id, token = invitation_link("new@example.com")
+    assert user_id == response.get_json()["id"]
+    assert token not in response.get_data(as_text=True)
+    assert "token" not in response.get_data(as_text=True).lower()
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_invite_existing_active_user_adds_the_role_with_a_notice(app, scene, role):
+    ann = make_user("ann@example.com", name="Ann")
+    response = client_for(app, scene, "super").post(
+        f"/locations/harbour/{role}s/", json={"email": "ANN@example.com"}
+    )
+    assert response.status_code == 201
+    body = response.get_json()
+    assert body["id"] == str(ann.id)
+    assert body["status"] == "active"
+    assert body["roles"] == [{"location": "harbour", "role": role}]
+    assert role_at(ann.id, scene.harbour) == role
+    assert User.query.filter_by(email="ann@example.com").count() == 1
+    [mail] = queued_mail("ann@example.com")
+    assert mail.subject == NOTICE_SUBJECT
+    assert f"{role} of Harbour" in mail.body
+    assert "/register/" not in mail.body
+    assert "token" not in mail.body
+
+
+def test_invite_existing_admin_as_owner_promotes_them(app, scene):
+    admin = scene.users["admin_here"]
+    response = client_for(app, scene, "super").post(
+        "/locations/harbour/owners/", json={"email": "admin@example.com"}
+    )
+    assert response.status_code == 201
+    assert response.get_json()["roles"] == [{"location": "harbour", "role": "owner"}]
+    assert Membership.query.filter_by(user_id=admin.id).count() == 1
+    assert role_at(admin.id, scene.harbour) == "owner"
+    assert [m.subject for m in queued_mail("admin@example.com")] == [NOTICE_SUBJECT]
+    # No longer listed as an admin, now listed as an owner.
+    client = client_for(app, scene, "super")
+    assert client.get(f"/locations/harbour/admins/id/{admin.id}").status_code == 404
+    assert client.get(f"/locations/harbour/owners/id/{admin.id}").status_code == 200
+
+
+@pytest.mark.parametrize("caller", ["super", "owner_here"])
+def test_invite_existing_owner_as_admin_is_409(app, scene, caller):
+    owner = member("co-owner@example.com", scene.harbour, "owner")
+    response = client_for(app, scene, caller).post(
+        "/locations/harbour/admins/", json={"email": "co-owner@example.com"}
+    )
+    assert response.status_code == 409
+    assert response.mimetype == PROBLEM
+    assert role_at(owner.id, scene.harbour) == "owner"
+    assert queued_mail() == []
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_invite_active_user_who_already_holds_the_role_is_409(app, scene, role):
+    holder = member("holder@example.com", scene.harbour, role)
+    response = client_for(app, scene, "super").post(
+        f"/locations/harbour/{role}s/", json={"email": "holder@example.com"}
+    )
+    assert response.status_code == 409
+    assert response.mimetype == PROBLEM
+    assert Membership.query.filter_by(user_id=holder.id).count() == 1
+    assert queued_mail() == []
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_invite_member_of_another_location_adds_a_second_role(app, scene, role):
+    holder = member("holder@example.com", scene.bay, role)
+    response = client_for(app, scene, "super").post(
+        f"/locations/harbour/{role}s/", json={"email": "holder@example.com"}
+    )
+    assert response.status_code == 201
+    assert response.get_json()["roles"] == [{"location": "harbour", "role": role}]
+    assert (role_at(holder.id, scene.bay), role_at(holder.id, scene.harbour)) == (role, role)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_reinviting_an_invited_member_sends_a_new_link_and_voids_the_old(app, scene, role):
+    client = client_for(app, scene, "super")
+    client.post(f"/locations/harbour/{role}s/", json={"email": "new@example.com"})
+    user_id, old_token = invitation_link("new@example.com")
+    again = client.post(f"/locations/harbour/{role}s/", json={"email": "new@example.com"})
+    assert again.status_code == 201
+    assert again.get_json()["id"] == user_id
+    assert len(queued_mail("new@example.com")) == 2
+    _, new_token = invitation_link("new@example.com")
+    assert new_token != old_token
+    old = app.test_client().post(
+        f"/me/register/{user_id}", json={"token": old_token, "password": NEW_PASSWORD}
+    )
+    assert old.status_code == 404
+    new = app.test_client().post(
+        f"/me/register/{user_id}", json={"token": new_token, "password": NEW_PASSWORD}
+    )
+    assert new.status_code == 200
+    assert new.get_json()["roles"] == [{"location": "harbour", "role": role}]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "email"),
+        ({"email": "not-an-address"}, "email"),
+        ({"email": "new@example.com", "role": "owner"}, "role"),
+        ({"email": "new@example.com", "isSuper": True}, "isSuper"),
+    ],
+)
+@pytest.mark.parametrize("role", ROLES)
+def test_invite_validation_is_422_naming_the_field(app, scene, role, body, field):
+    response = client_for(app, scene, "super").post(f"/locations/harbour/{role}s/", json=body)
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert field in response.get_json()["errors"]
+    assert user_by_email("new@example.com") is None
+    assert queued_mail() == []
+
+
+# --- edits ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("role", "caller"), ALLOWED)
+def test_update_changes_name_and_phone(app, scene, role, caller):
+    target = member("target@example.com", scene.harbour, role, name="Target")
+    response = client_for(app, scene, caller).put(
+        f"/locations/harbour/{role}s/id/{target.id}",
+        json={"name": " Tia ", "phone": "+41 44 123 45 67"},
+    )
+    assert response.status_code == 200
+    body = response.get_json()
+    assert (body["name"], body["phone"]) == ("Tia", "+41 44 123 45 67")
+    assert body["roles"] == [{"location": "harbour", "role": role}]
+    user = user_by_email("target@example.com")
+    assert (user.name, user.phone) == ("Tia", "+41 44 123 45 67")
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "hint"),
+    [
+        ({"phone": "abc"}, "phone", None),
+        ({"name": "x" * 201}, "name", None),
+        ({"email": "changed@example.com"}, "email", "/me/email-update"),
+        ({"password": "a long passphrase"}, "password", "/me/password-update"),
+        ({"roles": []}, "roles", None),
+    ],
+)
+@pytest.mark.parametrize("role", ROLES)
+def test_update_validation_is_422_naming_the_field(app, scene, role, body, field, hint):
+    target = member("target@example.com", scene.harbour, role, name="Target")
+    response = client_for(app, scene, "super").put(
+        f"/locations/harbour/{role}s/id/{target.id}", json=body
+    )
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    messages = response.get_json()["errors"][field]
+    if hint:
+        assert hint in " ".join(messages)
+    user = user_by_email("target@example.com")
+    assert (user.name, user.phone, user.email) == ("Target", None, "target@example.com")
+
+
+# --- removal --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("role", "caller"), ALLOWED)
+def test_remove_takes_the_role_and_keeps_the_account(app, scene, role, caller):
+    target = member("target@example.com", scene.harbour, role, name="Target")
+    grant(target, scene.bay, Role.ADMIN)
+    client = client_for(app, scene, caller)
+    response = client.delete(f"/locations/harbour/{role}s/id/{target.id}")
+    assert response.status_code == 204
+    assert response.data == b""
+    user = user_by_email("target@example.com")
+    assert user is not None
+    assert user.password_hash is not None
+    assert role_at(target.id, scene.harbour) is None
+    assert role_at(target.id, scene.bay) == "admin"  # other locations are untouched
+    assert client.get(f"/locations/harbour/{role}s/id/{target.id}").status_code == 404
+    assert client.delete(f"/locations/harbour/{role}s/id/{target.id}").status_code == 404
+
+
+def test_a_removed_owner_loses_access_at_once(app, scene):
+    owner_client = client_for(app, scene, "owner_here")
+    assert owner_client.get("/locations/harbour/admins/").status_code == 200
+    owner = scene.users["owner_here"]
+    removed = client_for(app, scene, "super").delete(f"/locations/harbour/owners/id/{owner.id}")
+    assert removed.status_code == 204
+    response = owner_client.get("/locations/harbour/admins/")
+    assert response.status_code == 403
+    assert response.mimetype == PROBLEM
+    invite = owner_client.post("/locations/harbour/admins/", json={"email": "new@example.com"})
+    assert invite.status_code == 403
+    assert owner_client.get("/me/").get_json()["roles"] == []
+
+
+def test_a_removed_admin_loses_the_role_at_once(app, scene):
+    admin_client = client_for(app, scene, "admin_here")
+    assert admin_client.get("/me/").get_json()["roles"] == [
+        {"location": "harbour", "role": "admin"}
+    ]
+    admin = scene.users["admin_here"]
+    removed = client_for(app, scene, "owner_here").delete(
+        f"/locations/harbour/admins/id/{admin.id}"
+    )
+    assert removed.status_code == 204
+    assert admin_client.get("/me/").get_json()["roles"] == []
+
+
+# --- the whole way through SMTP -------------------------------------------------------------
+
+
+def test_invited_owner_registers_from_the_delivered_mail(mail_app, mailbox):
+    make_location("harbour", name="Harbour")
+    make_user("super@example.com", is_super=True)
+    invited = signed_in(mail_app, "super@example.com").post(
+        "/locations/harbour/owners/", json={"email": "olive@example.com", "name": "Olive"}
+    )
+    assert invited.status_code == 201
+    user_id = invited.get_json()["id"]
+    early = mail_app.test_client().post(
+        "/auth/login", json={"email": "olive@example.com", "password": NEW_PASSWORD}
+    )
+    assert early.status_code == 401  # invited, not registered yet
+
+    send_outbox(mail_app)
+    [message] = mailbox.to("olive@example.com")
+    assert message["Subject"] == INVITATION_SUBJECT
+    linked_id, _, token = link_in(message.get_content(), f"{FRONTEND}/register/").partition(
+        "?token="
+    )
+    assert linked_id == user_id
+
+    client = mail_app.test_client()
+    registered = client.post(
+        f"/me/register/{user_id}", json={"token": token, "password": NEW_PASSWORD}
+    )
+    assert registered.status_code == 200
+    assert registered.get_json()["status"] == "active"
+    me = client.get("/me/")
+    assert me.status_code == 200
+    assert me.get_json()["email"] == "olive@example.com"
+    assert me.get_json()["roles"] == [{"location": "harbour", "role": "owner"}]
+    assert client.get("/locations/harbour/admins/").status_code == 200
+    # The token was single-use.
+    again = mail_app.test_client().post(
+        f"/me/register/{user_id}", json={"token": token, "password": "another passphrase"}
+    )
+    assert again.status_code == 404
+
+    login = mail_app.test_client().post(
+        "/auth/login", json={"email": "olive@example.com", "password": NEW_PASSWORD}
+    )
+    assert login.status_code == 200
+    assert login.get_json()["roles"] == [{"location": "harbour", "role": "owner"}]
+
+
+def test_removing_an_invited_members_only_role_voids_the_invitation(super_client, app):
+    from .conftest import link_in, queued_mail
+    from .factories import make_location
+
+    make_location("bay")
+    user_id = super_client.post(
+        "/locations/bay/owners/", json={"email": "new@example.com"}
+    ).get_json()["id"]
+    token = link_in(queued_mail("new@example.com")[0].body, "?token=")
+    assert super_client.delete(f"/locations/bay/owners/id/{user_id}").status_code == 204
+    register = app.test_client().post(
+        f"/me/register/{user_id}", json={"token": token, "password": "a long passphrase"}
+    )
+    assert register.status_code == 404
