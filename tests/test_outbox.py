@@ -130,3 +130,31 @@ def test_concurrent_senders_deliver_each_message_once(app_factory, smtp_server):
     assert sum(report.sent for report in reports) == 30
     with app.app_context():
         assert {row.status for row in queued_mail()} == {OutboxStatus.SENT}
+
+
+def test_smtp_down_never_fails_the_request_and_a_later_pass_delivers(app_factory, smtp_server):
+    from .conftest import signed_in
+    from .factories import make_user
+
+    catcher, port = smtp_server
+    down = app_factory(MAIL_SERVER="127.0.0.1", MAIL_PORT=1, MAIL_SUPPRESS_SEND=False)
+    with down.app_context():
+        make_user("ann@example.com")
+        response = down.test_client().post("/me/password-reset", json={"email": "ann@example.com"})
+        assert response.status_code == 202
+        make_user("boss@example.com", is_super=True)
+        invite = signed_in(down, "boss@example.com").post(
+            "/supers/", json={"email": "new@example.com"}
+        )
+        assert invite.status_code == 201
+        assert "sent 0, failed 2" in send_outbox(down)
+        db.session.query(OutboxMessage).update({"next_attempt_at": utcnow()})
+        db.session.commit()
+
+    up = app_factory(**smtp_settings(port))
+    with up.app_context():
+        assert "sent 2, failed 0" in send_outbox(up)
+    assert [m["Subject"] for m in catcher.to("ann@example.com")] == [
+        "Reset your Directory password"
+    ]
+    assert "/register/" in catcher.to("new@example.com")[0].get_content()
