@@ -112,14 +112,15 @@ def test_concurrent_senders_deliver_each_message_once(app_factory, smtp_server):
             queue_mail(f"user{number}@example.com", "role_granted", user=None, role="x")
         db.session.commit()
 
+    # Each sender is its own app (own engine and connections), built before the race starts.
+    worker_apps = [app_factory(**settings) for _ in range(2)]
     reports = []
 
-    def sender() -> None:
-        worker_app = app_factory(**settings)
+    def sender(worker_app) -> None:
         with worker_app.app_context():
             reports.append(deliver_due())
 
-    threads = [threading.Thread(target=sender) for _ in range(2)]
+    threads = [threading.Thread(target=sender, args=(worker,)) for worker in worker_apps]
     for thread in threads:
         thread.start()
     for thread in threads:
