@@ -145,12 +145,23 @@ def register_extensions(app: Flask) -> None:
 
 
 def register_blueprints(app: Flask) -> None:
-    from .api import auth, categories, health, me, members, regions, socials, supers
+    from .api import (
+        auth,
+        categories,
+        health,
+        listings,
+        locations,
+        me,
+        members,
+        regions,
+        socials,
+        supers,
+    )
 
-    for module in (health, auth, me, regions, categories, socials, supers):
+    for module in (health, auth, me, regions, categories, socials, supers, locations):
         app.register_blueprint(module.bp)
-    app.register_blueprint(members.owners)
-    app.register_blueprint(members.admins)
+    for blueprint in (members.owners, members.admins, listings.businesses, listings.employers):
+        app.register_blueprint(blueprint)
 
 
 def register_commands(app: Flask) -> None:

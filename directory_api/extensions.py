@@ -9,7 +9,7 @@ from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase
 
-from .types import render_migration_type
+from .types import include_in_migrations, render_migration_type
 
 # Stable constraint names, so Alembic can alter and drop them on every database.
 NAMING_CONVENTION = {
@@ -33,7 +33,12 @@ class Base(DeclarativeBase):
 
 
 db = SQLAlchemy(model_class=Base)
-migrate = Migrate(render_as_batch=True, compare_type=True, render_item=render_migration_type)
+migrate = Migrate(
+    render_as_batch=True,
+    compare_type=True,
+    render_item=render_migration_type,
+    include_object=include_in_migrations,
+)
 login_manager = SessionLoginManager()
 mail = Mail()
 # Behind a proxy, ProxyFix (PROXY_FIX_X_FOR) makes remote_addr the real client.

@@ -1,5 +1,6 @@
 """The one list helper: page, perPage, sort, filters, total and the RFC 8288 Link header."""
 
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -70,14 +71,25 @@ def page_response(
     dump: Any,
     *,
     sortable: dict[str, InstrumentedAttribute],
-    default_sort: str,
+    default_sort: str | list[Any],
     tiebreak: Any,
+    options: Sequence[Any] = (),
 ) -> Response:
-    """Run one page of `stmt` and answer it with items, counts and Link header."""
+    """Run one page of `stmt` and answer it with items, counts and Link header.
+
+    `default_sort` is a sort parameter ("name") or, for orders no client can name
+    (search relevance), a list of SQL order clauses. `options` are loader options
+    (eager loads) for the page's rows.
+    """
     page, per_page = args["page"], args["per_page"]
     total = db.session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery()))
-    ordered = stmt.order_by(*order_by(args.get("sort") or default_sort, sortable, tiebreak))
-    rows = db.session.scalars(ordered.limit(per_page).offset((page - 1) * per_page)).unique()
+    sort = args.get("sort")
+    if sort is None and not isinstance(default_sort, str):
+        clauses = [*default_sort, tiebreak.asc()]
+    else:
+        clauses = order_by(sort or default_sort, sortable, tiebreak)
+    page_stmt = stmt.options(*options).order_by(*clauses).limit(per_page)
+    rows = db.session.scalars(page_stmt.offset((page - 1) * per_page)).unique()
     response = jsonify(
         {"items": dump(list(rows)), "page": page, "perPage": per_page, "total": total}
     )

@@ -17,7 +17,7 @@ def slug_taken(model: Any, slug: str, *scope: Any, exclude: Any = None) -> bool:
     return db.session.scalar(stmt.limit(1)) is not None
 
 
-def derive_slug(model: Any, name: str, *scope: Any) -> str:
+def derive_slug(model: Any, name: str, *scope: Any, reserved: frozenset[str] = frozenset()) -> str:
     base = slugify(name, max_length=SLUG_LENGTH, word_boundary=True)
     if not base:
         abort(
@@ -25,7 +25,7 @@ def derive_slug(model: Any, name: str, *scope: Any) -> str:
             "The request body has invalid fields.",
             errors={"slug": ["Cannot derive a slug from this name; send a slug."]},
         )
-    taken = set(
+    taken = set(reserved) | set(
         db.session.scalars(
             select(model.slug).where(or_(model.slug == base, model.slug.like(f"{base}-%")), *scope)
         )
@@ -41,10 +41,26 @@ def derive_slug(model: Any, name: str, *scope: Any) -> str:
         number += 1
 
 
-def choose_slug(model: Any, slug: str | None, name: str, *scope: Any, exclude: Any = None) -> str:
-    """The slug to store: the explicit one (409 if taken), else one derived from the name."""
+def choose_slug(
+    model: Any,
+    slug: str | None,
+    name: str,
+    *scope: Any,
+    exclude: Any = None,
+    reserved: frozenset[str] = frozenset(),
+) -> str:
+    """The slug to store: the explicit one (409 if taken), else one derived from the name.
+
+    `reserved` slugs would make a URL ambiguous; they are never derived and refused if given.
+    """
     if slug is None:
-        return derive_slug(model, name, *scope)
+        return derive_slug(model, name, *scope, reserved=reserved)
+    if slug in reserved:
+        abort(
+            422,
+            "The request body has invalid fields.",
+            errors={"slug": [f"{slug!r} is reserved; choose another slug."]},
+        )
     if slug_taken(model, slug, *scope, exclude=exclude):
         abort(409, f"The slug {slug!r} is already taken.", errors={"slug": ["Already taken."]})
     return slug

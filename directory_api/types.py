@@ -1,4 +1,4 @@
-"""Column types that stand apart from the models (Alembic's autogenerate uses them too)."""
+"""Column types that stand apart from the models, and the hooks Alembic's autogenerate uses."""
 
 import enum
 from datetime import UTC, datetime
@@ -46,3 +46,17 @@ def string_enum(enum_cls: type[enum.StrEnum], name: str, length: int = 16) -> En
         length=length,
         values_callable=lambda members: [member.value for member in members],
     )
+
+
+def include_in_migrations(
+    obj: object, name: str, type_: str, reflected: bool, compare_to: object
+) -> bool:
+    """Alembic autogenerate: compare a schema item marked `info={"only_on": dialect}` only there."""
+    only_on = getattr(obj, "info", {}).get("only_on") if not reflected else None
+    if only_on is None and reflected and compare_to is not None:
+        only_on = getattr(compare_to, "info", {}).get("only_on")
+    if only_on is None:
+        return True
+    from alembic import context
+
+    return context.get_context().dialect.name == only_on

@@ -10,6 +10,7 @@ from ..bodies import load_body
 from ..errors import abort
 from ..extensions import db
 from ..models import Business, Category, Employer
+from ..models.listing import refresh_search_of_subcategory
 from ..schemas.base import TargetSchema
 from ..schemas.categories import CategoryIn, CategoryListArgs, CategoryOut, CategoryUpdate
 from .common import find_target, refuse_if_used
@@ -88,7 +89,11 @@ def update_category():
         if data["parent"] is None and category.parent_id is not None:
             # Businesses and employers may only use subcategories.
             refuse_if_used("subcategory", listings_using(category))
-    return update_named(category, category_out, data)
+    body = update_named(category, category_out, data)
+    if "name" in data:
+        refresh_search_of_subcategory(category)
+        db.session.commit()
+    return body
 
 
 @bp.delete("/")

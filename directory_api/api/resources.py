@@ -1,21 +1,25 @@
 """The parts every slugged resource shares: its three reads, and create/update/delete steps.
 
 A route group calls `register_reads` for GET /, /slug/:slug and /id/:id, and builds its
-writes from `create_named`, `update_named` and `delete_unused`.
+writes from `create_named`, `update_named` and `delete_unused`. Resources that live inside
+a location (businesses, employers) pass a `scope` that confines every read to it.
 """
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from flask import Blueprint, Response, request, url_for
 from marshmallow import Schema
 from sqlalchemy import Select, select
 
+from ..errors import abort
 from ..extensions import db
 from ..pagination import ListArgs, page_response, parse_list_args, sort_fields
 from ..slugs import choose_slug
-from .common import apply_changes, created, get_or_404, no_content, refuse_if_used
+from .common import apply_changes, created, no_content, refuse_if_used
+
+Filters = Callable[[Select, dict[str, Any]], Select]
 
 
 def register_reads(
@@ -25,49 +29,87 @@ def register_reads(
     *,
     what: str,
     list_args: type[ListArgs] = ListArgs,
-    filters: Callable[[Select, dict[str, Any]], Select] | None = None,
+    filters: Filters | None = None,
+    scope: Callable[..., list[Any]] | None = None,
+    options: Sequence[Any] = (),
 ) -> None:
-    """GET / (paged, sorted, filtered), GET /slug/:slug and GET /id/:id for `model`."""
+    """GET / (paged, sorted, filtered), GET /slug/:slug and GET /id/:id for `model`.
+
+    `scope(**path_args)` returns the criteria confining reads to a parent named in the path
+    (and answers 404 for an unknown parent); `options` eager-load what the output shows.
+    """
     sortable = sort_fields(model)
     one, many = out(), out(many=True)
 
-    def list_items() -> Response:
+    def criteria(path_args: dict[str, Any]) -> list[Any]:
+        return scope(**path_args) if scope is not None else []
+
+    def find(path_args: dict[str, Any], *match: Any) -> Any:
+        stmt = select(model).where(*criteria(path_args), *match).options(*options)
+        found = db.session.scalar(stmt)
+        if found is None:
+            abort(404, f"No such {what}.")
+        return found
+
+    def list_items(**path_args: Any) -> Response:
         args = parse_list_args(list_args())
-        stmt = select(model)
+        stmt = select(model).where(*criteria(path_args))
         if filters is not None:
             stmt = filters(stmt, args)
         return page_response(
-            stmt, args, many.dump, sortable=sortable, default_sort="name", tiebreak=model.id
+            stmt,
+            args,
+            many.dump,
+            sortable=sortable,
+            default_sort="name",
+            tiebreak=model.id,
+            options=options,
         )
 
-    def get_by_slug(slug: str) -> dict[str, Any]:
-        return one.dump(get_or_404(model, model.slug == slug, what=what))
+    def get_by_slug(item_slug: str, **path_args: Any) -> dict[str, Any]:
+        return one.dump(find(path_args, model.slug == item_slug))
 
-    def get_by_id(item_id: uuid.UUID) -> dict[str, Any]:
-        return one.dump(get_or_404(model, model.id == item_id, what=what))
+    def get_by_id(item_id: uuid.UUID, **path_args: Any) -> dict[str, Any]:
+        return one.dump(find(path_args, model.id == item_id))
 
     list_items.__doc__ = f"List {what} entries (paged, sortable)."
     get_by_slug.__doc__ = f"Get one {what} by slug."
     get_by_id.__doc__ = f"Get one {what} by id."
     bp.add_url_rule("/", "list", list_items, methods=["GET"])
-    bp.add_url_rule("/slug/<slug:slug>", "get_by_slug", get_by_slug, methods=["GET"])
+    bp.add_url_rule("/slug/<slug:item_slug>", "get_by_slug", get_by_slug, methods=["GET"])
     bp.add_url_rule("/id/<uuid:item_id>", "get_by_id", get_by_id, methods=["GET"])
 
 
-def create_named(model: Any, out: Schema, data: dict[str, Any], *scope: Any) -> Response:
+def create_named(
+    model: Any,
+    out: Schema,
+    data: dict[str, Any],
+    *scope: Any,
+    reserved: frozenset[str] = frozenset(),
+) -> Response:
     """Insert `model(**data)` with its slug chosen by the slug rules; 201 with Location."""
-    data["slug"] = choose_slug(model, data.get("slug"), data["name"], *scope)
+    data["slug"] = choose_slug(model, data.get("slug"), data["name"], *scope, reserved=reserved)
     item = model(**data)
     db.session.add(item)
     db.session.commit()
-    location = url_for(f"{request.blueprint}.get_by_slug", slug=item.slug, **request.view_args)
+    location = url_for(
+        f"{request.blueprint}.get_by_slug", item_slug=item.slug, **(request.view_args or {})
+    )
     return created(out.dump(item), location)
 
 
-def update_named(item: Any, out: Schema, data: dict[str, Any], *scope: Any) -> dict[str, Any]:
+def update_named(
+    item: Any,
+    out: Schema,
+    data: dict[str, Any],
+    *scope: Any,
+    reserved: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
     """Apply a partial change; a new `slug` renames (409 when taken)."""
     if "slug" in data:
-        data["slug"] = choose_slug(type(item), data["slug"], item.name, *scope, exclude=item.id)
+        data["slug"] = choose_slug(
+            type(item), data["slug"], item.name, *scope, exclude=item.id, reserved=reserved
+        )
     apply_changes(item, data)
     db.session.commit()
     return out.dump(item)

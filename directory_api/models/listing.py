@@ -3,7 +3,7 @@
 import unicodedata
 import uuid
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint, event
+from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint, event, select
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
@@ -18,6 +18,14 @@ class Listing(IdMixin, ContactMixin, TimestampMixin, db.Model):
         UniqueConstraint("location_id", "kind", "slug"),
         Index("ix_listings_location_kind_name", "location_id", "kind", "name", "id"),
         Index("ix_listings_location_kind_created", "location_id", "kind", "created_at", "id"),
+        # Substring search (LIKE '%word%') through trigrams; PostgreSQL only (migration 0002).
+        Index(
+            "ix_listings_search_text_trgm",
+            "search_text",
+            postgresql_using="gin",
+            postgresql_ops={"search_text": "gin_trgm_ops"},
+            info={"only_on": "postgresql"},
+        ).ddl_if(dialect="postgresql"),
     )
 
     kind: Mapped[str] = mapped_column(String(16))
@@ -70,6 +78,12 @@ def fold(text: str | None) -> str:
     """Lower-cased, accents stripped: "Café" and "CAFE" both become "cafe"."""
     decomposed = unicodedata.normalize("NFKD", text or "")
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+
+
+def refresh_search_of_subcategory(category: Category) -> None:
+    """Listings search their subcategory's name too: keep them in step when it is renamed."""
+    for listing in db.session.scalars(select(Listing).where(Listing.subcategory_id == category.id)):
+        refresh_search_columns(None, None, listing)
 
 
 @event.listens_for(Listing, "before_insert", propagate=True)

@@ -1,0 +1,184 @@
+"""/locations/:slug/businesses and /locations/:slug/employers: one piece of code, two kinds.
+
+Anyone reads and searches; the location's owners and admins (and supers) write. PUT and
+DELETE name their target in the body by `id` or current `slug`.
+"""
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from flask import Blueprint
+from sqlalchemy import Select, case, select
+from sqlalchemy.orm import joinedload, selectinload
+
+from ..access import require_location_access
+from ..bodies import load_body
+from ..errors import abort
+from ..extensions import db
+from ..models import Business, Category, Employer, Listing, ListingSocial, Location, Social, Vote
+from ..models.listing import fold
+from ..pagination import page_response, parse_list_args, sort_fields
+from ..schemas.base import TargetSchema
+from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
+from .common import find_target
+from .resources import create_named, delete_unused, register_reads, update_named
+
+MIN_TERM, MAX_TERM = 2, 100
+
+
+def invalid(field: str, message: Any) -> None:
+    abort(422, "The request body has invalid fields.", errors={field: message})
+
+
+def location_id_or_404(slug: str) -> uuid.UUID:
+    location_id = db.session.scalar(select(Location.id).where(Location.slug == slug))
+    if location_id is None:
+        abort(404, "No such location.")
+    return location_id
+
+
+def resolve_subcategory(slug: str | None) -> Category | None:
+    if slug is None:
+        return None
+    category = db.session.scalar(select(Category).where(Category.slug == slug))
+    if category is None:
+        invalid("subcategory", [f"No category {slug!r}."])
+    if category.parent_id is None:
+        invalid("subcategory", [f"{slug!r} is a top-level category; use one of its subcategories."])
+    return category
+
+
+def resolve_socials(links: list[dict[str, str]] | None) -> list[ListingSocial]:
+    """The social links, in the order given; the list replaces the old one as a whole."""
+    links = links or []
+    slugs = [link["social"] for link in links]
+    socials = {s.slug: s for s in db.session.scalars(select(Social).where(Social.slug.in_(slugs)))}
+    errors: dict[int, dict[str, list[str]]] = {}
+    for index, slug in enumerate(slugs):
+        if slug not in socials:
+            errors[index] = {"social": [f"No social {slug!r}."]}
+        elif slug in slugs[:index]:
+            errors[index] = {"social": ["Listed twice."]}
+    if errors:
+        invalid("socials", errors)
+    return [
+        ListingSocial(social=socials[link["social"]], url=link["url"], position=position)
+        for position, link in enumerate(links)
+    ]
+
+
+def resolve_references(data: dict[str, Any]) -> None:
+    if "subcategory" in data:
+        data["subcategory"] = resolve_subcategory(data["subcategory"])
+    if "socials" in data:
+        data["socials"] = resolve_socials(data["socials"])
+
+
+def escape_like(text: str) -> str:
+    """`%`, `_` and `\\` are literal characters in a search term."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def listings_blueprint(
+    model: type[Listing], plural: str, noun: str, uses: Callable[[Listing], dict[str, Select]]
+) -> Blueprint:
+    bp = Blueprint(plural, __name__, url_prefix=f"/locations/<slug:slug>/{plural}")
+    # What the output shows, loaded with the page: a constant number of queries per list.
+    load = (joinedload(model.subcategory), selectinload(model.socials))
+    sortable = sort_fields(model)
+    one, many = ListingOut(), ListingOut(many=True)
+
+    def in_location(slug: str) -> list[Any]:
+        return [model.location_id == location_id_or_404(slug)]
+
+    def filter_subcategory(stmt: Select, args: dict[str, Any]) -> Select:
+        if "subcategory" in args:
+            category = select(Category.id).where(Category.slug == args["subcategory"])
+            stmt = stmt.where(model.subcategory_id == category.scalar_subquery())
+        return stmt
+
+    register_reads(
+        bp,
+        model,
+        ListingOut,
+        what=noun,
+        list_args=ListingListArgs,
+        filters=filter_subcategory,
+        scope=in_location,
+        options=load,
+    )
+
+    @bp.get("/search/<term>")
+    def search(slug: str, term: str):
+        """Search by words in name, branch, description and subcategory (accents ignored)."""
+        criteria = in_location(slug)
+        term = term.strip()
+        if not MIN_TERM <= len(term) <= MAX_TERM:
+            abort(
+                422,
+                "The query has invalid parameters.",
+                errors={"term": [f"Give {MIN_TERM} to {MAX_TERM} characters."]},
+            )
+        args = parse_list_args(ListingListArgs())
+        folded = fold(term)
+        words = [escape_like(word) for word in folded.split()]
+        stmt = select(model).where(
+            *criteria, *(model.search_text.like(f"%{word}%", escape="\\") for word in words)
+        )
+        whole = escape_like(folded)
+        relevance = case(
+            (model.search_name == folded, 0),
+            (model.search_name.like(f"{whole}%", escape="\\"), 1),
+            (model.search_name.like(f"%{whole}%", escape="\\"), 2),
+            else_=3,
+        )
+        return page_response(
+            filter_subcategory(stmt, args),
+            args,
+            many.dump,
+            sortable=sortable,
+            default_sort=[relevance, model.name],
+            tiebreak=model.id,
+            options=load,
+        )
+
+    search.__doc__ = f"Search the {plural} of a location (accent- and case-insensitive)."
+
+    @bp.post("/")
+    @require_location_access
+    def create(location: Location):
+        data = load_body(ListingIn())
+        resolve_references(data)
+        data["location"] = location
+        return create_named(model, one, data, model.location_id == location.id)
+
+    @bp.put("/")
+    @require_location_access
+    def update(location: Location):
+        data = load_body(ListingUpdate(), partial=True)
+        item = find_target(model, data, model.location_id == location.id, what=noun)
+        resolve_references(data)
+        return update_named(item, one, data, model.location_id == location.id)
+
+    @bp.delete("/")
+    @require_location_access
+    def delete(location: Location):
+        target = find_target(
+            model, load_body(TargetSchema()), model.location_id == location.id, what=noun
+        )
+        return delete_unused(target, noun, uses(target))
+
+    create.__doc__ = f"Create a {noun} at the location (its owners and admins)."
+    update.__doc__ = f"Change the {noun} named in the body by `id` or current `slug`."
+    delete.__doc__ = f"Delete the {noun} named in the body."
+    return bp
+
+
+businesses = listings_blueprint(Business, "businesses", "business", lambda item: {})
+employers = listings_blueprint(
+    Employer,
+    "employers",
+    "employer",
+    lambda item: {"votes": select(Vote.id).where(Vote.employer_id == item.id)},
+)

@@ -1,0 +1,93 @@
+"""/locations: anyone reads; supers create, change and delete; owners change the basics."""
+
+from typing import Any
+
+from flask import Blueprint
+from flask_login import current_user
+from sqlalchemy import Select, select
+
+from ..access import get_location_or_404, require_location_owner, require_super
+from ..bodies import load_body
+from ..errors import abort
+from ..extensions import db
+from ..models import Business, Employer, Location, Region, Vote
+from ..schemas.locations import OWNER_FIELDS, LocationIn, LocationListArgs, LocationOut
+from .resources import create_named, delete_unused, register_reads, update_named
+
+bp = Blueprint("locations", __name__, url_prefix="/locations")
+location_out = LocationOut()
+# /locations/slug/… and /locations/id/… are lookups, so no location may be called that.
+RESERVED_SLUGS = frozenset({"slug", "id"})
+# Attribute name → the name clients use.
+FIELD_NAMES = {name: field.data_key or name for name, field in LocationIn().fields.items()}
+
+
+def filter_locations(stmt: Select, args: dict[str, Any]) -> Select:
+    if "directory_location" in args:
+        stmt = stmt.where(Location.directory_location.is_(args["directory_location"]))
+    if "region" in args:
+        region = select(Region.id).where(Region.slug == args["region"]).scalar_subquery()
+        stmt = stmt.where(Location.region_id == region)
+    return stmt
+
+
+register_reads(
+    bp,
+    Location,
+    LocationOut,
+    what="location",
+    list_args=LocationListArgs,
+    filters=filter_locations,
+)
+
+
+def resolve_region(data: dict[str, Any]) -> None:
+    """Replace the region slug in `data` by the region (422 when there is no such region)."""
+    if data.get("region") is None:
+        return
+    region = db.session.scalar(select(Region).where(Region.slug == data["region"]))
+    if region is None:
+        abort(
+            422,
+            "The request body has invalid fields.",
+            errors={"region": [f"No region {data['region']!r}."]},
+        )
+    data["region"] = region
+
+
+@bp.post("/")
+@require_super
+def create_location():
+    """Create a location."""
+    data = load_body(LocationIn())
+    resolve_region(data)
+    return create_named(Location, location_out, data, reserved=RESERVED_SLUGS)
+
+
+@bp.put("/slug/<slug:slug>")
+@require_location_owner
+def update_location(location: Location):
+    """Change a location: supers change everything, its owners only the descriptive fields."""
+    data = load_body(LocationIn(), partial=True)
+    if not current_user.is_super:
+        reserved = sorted(FIELD_NAMES[name] for name in set(data) - OWNER_FIELDS)
+        if reserved:
+            abort(403, "Only a super may change " + ", ".join(reserved) + ".", fields=reserved)
+    resolve_region(data)
+    return update_named(location, location_out, data, reserved=RESERVED_SLUGS)
+
+
+@bp.delete("/slug/<slug:slug>")
+@require_super
+def delete_location(slug: str):
+    """Delete a location that has no businesses, employers or votes left."""
+    location = get_location_or_404(slug)
+    return delete_unused(
+        location,
+        "location",
+        {
+            "businesses": select(Business.id).where(Business.location_id == location.id),
+            "employers": select(Employer.id).where(Employer.location_id == location.id),
+            "votes": select(Vote.id).where(Vote.location_id == location.id),
+        },
+    )

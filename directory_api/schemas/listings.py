@@ -1,0 +1,68 @@
+"""Businesses and employers: one shape."""
+
+from marshmallow import fields, validate
+
+from ..pagination import ListArgs
+from .base import (
+    BaseSchema,
+    Email,
+    LongText,
+    Phone,
+    Resource,
+    Slug,
+    TargetSchema,
+    Text,
+    Url,
+)
+
+MAX_SOCIALS = 20
+
+
+class SocialLinkIn(BaseSchema):
+    social = Slug(required=True)
+    url = Url(required=True)
+
+
+class ListingIn(BaseSchema):
+    slug = Slug()
+    name = Text(required=True)
+    subcategory = Slug(allow_none=True)
+    description = LongText()
+    branch = Text()
+    email = Email()
+    phone = Phone()
+    address = Text()
+    website = Url()
+    socials = fields.List(
+        fields.Nested(SocialLinkIn),
+        validate=validate.Length(max=MAX_SOCIALS),
+        allow_none=True,
+    )
+
+
+class ListingUpdate(ListingIn, TargetSchema):
+    """`id` names the target (then `slug` renames it), or `slug` alone names it."""
+
+
+class SocialLinkOut(BaseSchema):
+    social = fields.Function(lambda link: link.social.slug)
+    url = fields.String()
+
+
+class ListingOut(Resource):
+    slug = fields.String()
+    name = fields.String()
+    subcategory = fields.Function(
+        lambda listing: listing.subcategory.slug if listing.subcategory else None
+    )
+    description = fields.String()
+    branch = fields.String()
+    email = fields.String()
+    phone = fields.String()
+    address = fields.String()
+    website = fields.String()
+    socials = fields.List(fields.Nested(SocialLinkOut))
+
+
+class ListingListArgs(ListArgs):
+    subcategory = Slug()

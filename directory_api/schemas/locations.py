@@ -1,0 +1,36 @@
+from marshmallow import fields
+
+from ..pagination import ListArgs
+from .base import BaseSchema, Bool, Email, LongText, Phone, QueryBool, Resource, Slug, Text, Url
+
+# What an owner may change at their own location; the rest is for supers.
+OWNER_FIELDS = frozenset({"name", "description", "email", "phone", "address", "website"})
+
+
+class LocationIn(BaseSchema):
+    slug = Slug()
+    name = Text(required=True)
+    region = Slug(allow_none=True)
+    directory_location = Bool(data_key="directoryLocation")
+    description = LongText()
+    email = Email()
+    phone = Phone()
+    address = Text()
+    website = Url()
+
+
+class LocationOut(Resource):
+    slug = fields.String()
+    name = fields.String()
+    region = fields.Function(lambda location: location.region.slug if location.region else None)
+    directory_location = fields.Boolean(data_key="directoryLocation")
+    description = fields.String()
+    email = fields.String()
+    phone = fields.String()
+    address = fields.String()
+    website = fields.String()
+
+
+class LocationListArgs(ListArgs):
+    directory_location = QueryBool(data_key="directoryLocation")
+    region = Slug()
