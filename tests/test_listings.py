@@ -1,0 +1,525 @@
+"""/locations/:slug/businesses and …/employers: one shape, tested for both kinds."""
+
+import hashlib
+
+import pytest
+from sqlalchemy import event, text
+
+from directory_api.extensions import db
+from directory_api.models import Business, Employer, ListingSocial, Role, Vote, VoteType
+
+from .conftest import PG_URL, signed_in
+from .factories import (
+    grant,
+    make_category,
+    make_listing,
+    make_location,
+    make_social,
+    make_user,
+    save,
+)
+
+KINDS = [("businesses", "business", Business), ("employers", "employer", Employer)]
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture(params=KINDS, ids=["businesses", "employers"])
+def kind(request):
+    return request.param
+
+
+@pytest.fixture
+def world(app):
+    """Two locations, a category tree and two socials."""
+    food = make_category("food", "Food & Drink")
+    return {
+        "harbour": make_location("harbour"),
+        "hill": make_location("hill"),
+        "food": food,
+        "cafes": make_category("cafes", "Cafés", parent=food),
+        "bakeries": make_category("bakeries", "Bakeries", parent=food),
+        "instagram": make_social("instagram"),
+        "facebook": make_social("facebook", "https://www.facebook.com"),
+    }
+
+
+@pytest.fixture
+def staff(app, world):
+    """Signed-in clients by role, as seen from the harbour location."""
+    admin, owner = make_user("admin@example.com"), make_user("owner@example.com")
+    other_admin = make_user("other@example.com")
+    grant(admin, world["harbour"], Role.ADMIN)
+    grant(owner, world["harbour"], Role.OWNER)
+    grant(other_admin, world["hill"], Role.ADMIN)
+    make_user("super@example.com", is_super=True)
+    make_user("plain@example.com")
+    return {
+        "admin": signed_in(app, "admin@example.com"),
+        "owner": signed_in(app, "owner@example.com"),
+        "super": signed_in(app, "super@example.com"),
+        "other_admin": signed_in(app, "other@example.com"),
+        "plain": signed_in(app, "plain@example.com"),
+        "anonymous": app.test_client(),
+    }
+
+
+def url(kind, location="harbour", rest=""):
+    return f"/locations/{location}/{kind[0]}/{rest}"
+
+
+# Reading
+
+
+def test_list_is_public_scoped_to_the_location_and_sorted(client, world, kind):
+    for name in ("Zebra", "Apple", "Mango"):
+        make_listing(
+            kind[1],
+            world["harbour"],
+            name.lower(),
+            name=name,
+            subcategory=world["cafes"],
+            socials=[(world["instagram"], f"https://instagram.com/{name}")],
+        )
+    make_listing(kind[1], world["hill"], "elsewhere")
+    response = client.get(url(kind))
+    assert response.status_code == 200
+    body = response.get_json()
+    assert [item["name"] for item in body["items"]] == ["Apple", "Mango", "Zebra"]
+    assert body["total"] == 3
+    item = body["items"][0]
+    assert set(item) == {
+        "id",
+        "slug",
+        "name",
+        "subcategory",
+        "description",
+        "branch",
+        "email",
+        "phone",
+        "address",
+        "website",
+        "socials",
+        "createdAt",
+        "updatedAt",
+    }
+    assert item["subcategory"] == "cafes"
+    assert item["socials"] == [{"social": "instagram", "url": "https://instagram.com/Apple"}]
+    descending = client.get(url(kind) + "?sort=-name").get_json()["items"]
+    assert descending[0]["name"] == "Zebra"
+
+
+def test_the_other_kind_is_not_listed(client, world, kind):
+    other = "employer" if kind[1] == "business" else "business"
+    make_listing(other, world["harbour"], "not-me")
+    assert client.get(url(kind)).get_json()["total"] == 0
+
+
+def test_subcategory_filter(client, world, kind):
+    make_listing(kind[1], world["harbour"], "a", subcategory=world["cafes"])
+    make_listing(kind[1], world["harbour"], "b", subcategory=world["bakeries"])
+    assert [
+        i["slug"] for i in client.get(url(kind) + "?subcategory=cafes").get_json()["items"]
+    ] == ["a"]
+    assert client.get(url(kind) + "?subcategory=nothing").get_json()["total"] == 0
+    assert client.get(url(kind) + "?subcategory=Not%20A%20Slug").status_code == 422
+
+
+def test_unknown_location_is_404(client, world, kind):
+    for rest in ("", "slug/a", "id/00000000-0000-0000-0000-000000000000", "search/abc"):
+        response = client.get(url(kind, "nowhere", rest))
+        assert response.status_code == 404, rest
+        assert response.mimetype == PROBLEM
+
+
+def test_get_by_slug_and_id_within_the_location(client, world, kind):
+    here = make_listing(kind[1], world["harbour"], "same", name="Here")
+    there = make_listing(kind[1], world["hill"], "same", name="There")
+    assert client.get(url(kind, rest="slug/same")).get_json()["name"] == "Here"
+    assert client.get(url(kind, "hill", "slug/same")).get_json()["name"] == "There"
+    assert client.get(url(kind, rest=f"id/{here.id}")).get_json()["slug"] == "same"
+    # The id of another location's listing is not found here.
+    assert client.get(url(kind, rest=f"id/{there.id}")).status_code == 404
+    assert client.get(url(kind, rest="slug/missing")).status_code == 404
+    assert client.get(url(kind, rest="id/12")).status_code == 404
+
+
+def count_queries(app):
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        statements.append(statement)
+
+    with app.app_context():
+        engine = db.engine
+    event.listen(engine, "before_cursor_execute", record)
+    return statements, lambda: event.remove(engine, "before_cursor_execute", record)
+
+
+def test_a_list_page_costs_the_same_queries_whatever_its_size(app, client, world, kind):
+    for number in range(30):
+        make_listing(
+            kind[1],
+            world["harbour"],
+            f"l{number}",
+            subcategory=world["cafes"],
+            socials=[
+                (world["instagram"], "https://i.example/a"),
+                (world["facebook"], "https://f.example/a"),
+            ],
+        )
+    statements, stop = count_queries(app)
+    try:
+        counts = {}
+        for per_page in (1, 30, 100):
+            statements.clear()
+            response = client.get(url(kind) + f"?perPage={per_page}")
+            assert response.status_code == 200
+            assert all(len(i["socials"]) == 2 for i in response.get_json()["items"])
+            counts[per_page] = len(statements)
+        search_counts = {}
+        for per_page in (1, 30):
+            statements.clear()
+            assert client.get(url(kind, rest=f"search/l?perPage={per_page}")).status_code == 422
+            statements.clear()
+            client.get(url(kind, rest=f"search/cafes?perPage={per_page}"))
+            search_counts[per_page] = len(statements)
+    finally:
+        stop()
+    assert counts[1] == counts[30] == counts[100] <= 4
+    assert search_counts[1] == search_counts[30] <= 4
+
+
+# Writing: who may
+
+
+@pytest.mark.parametrize(
+    ("who", "status"),
+    [
+        ("anonymous", 401),
+        ("plain", 403),
+        ("other_admin", 403),
+        ("admin", 201),
+        ("owner", 201),
+        ("super", 201),
+    ],
+)
+def test_who_may_create(staff, kind, who, status):
+    response = staff[who].post(url(kind), json={"name": "New Place"})
+    assert response.status_code == status
+    assert kind[2].query.count() == (1 if status == 201 else 0)
+
+
+@pytest.mark.parametrize(
+    ("who", "status"),
+    [
+        ("anonymous", 401),
+        ("plain", 403),
+        ("other_admin", 403),
+        ("admin", 200),
+        ("owner", 200),
+        ("super", 200),
+    ],
+)
+def test_who_may_update(staff, world, kind, who, status):
+    make_listing(kind[1], world["harbour"], "place", name="Place")
+    response = staff[who].put(url(kind), json={"slug": "place", "name": "Renamed"})
+    assert response.status_code == status
+    assert kind[2].query.one().name == ("Renamed" if status == 200 else "Place")
+
+
+@pytest.mark.parametrize(
+    ("who", "status"),
+    [
+        ("anonymous", 401),
+        ("plain", 403),
+        ("other_admin", 403),
+        ("admin", 204),
+        ("owner", 204),
+        ("super", 204),
+    ],
+)
+def test_who_may_delete(staff, world, kind, who, status):
+    make_listing(kind[1], world["harbour"], "place")
+    response = staff[who].delete(url(kind), json={"slug": "place"})
+    assert response.status_code == status
+    assert kind[2].query.count() == (0 if status == 204 else 1)
+
+
+def test_staff_of_one_location_cannot_write_through_another(staff, world, kind):
+    make_listing(kind[1], world["hill"], "theirs")
+    # The harbour admin names hill's listing through harbour's URL: not found there.
+    assert staff["admin"].put(url(kind), json={"slug": "theirs", "name": "Mine"}).status_code == 404
+    assert staff["admin"].post(url(kind, "hill"), json={"name": "Mine"}).status_code == 403
+
+
+# Writing: what
+
+
+def test_create_with_everything(staff, world, kind):
+    body = {
+        "name": "Café Zürich",
+        "subcategory": "cafes",
+        "description": "Coffee\nand cake",
+        "branch": "Harbour Front",
+        "email": "Hello@Cafe.example",
+        "phone": "+44 1234 567890",
+        "address": "1 Quay",
+        "website": "https://cafe.example",
+        "socials": [
+            {"social": "instagram", "url": "https://instagram.com/cz"},
+            {"social": "facebook", "url": "https://facebook.com/cz"},
+        ],
+    }
+    response = staff["admin"].post(url(kind), json=body)
+    assert response.status_code == 201
+    created = response.get_json()
+    assert created["slug"] == "cafe-zurich"
+    assert created["email"] == "hello@cafe.example"
+    assert [s["social"] for s in created["socials"]] == ["instagram", "facebook"]
+    assert response.headers["Location"] == f"/locations/harbour/{kind[0]}/slug/cafe-zurich"
+    assert staff["anonymous"].get(response.headers["Location"]).get_json() == created
+
+
+def test_slugs_are_unique_per_location_and_kind(staff, world, kind):
+    make_listing(kind[1], world["hill"], "bakery")
+    other = "employer" if kind[1] == "business" else "business"
+    make_listing(other, world["harbour"], "bakery")
+    assert staff["super"].post(url(kind), json={"name": "Bakery"}).get_json()["slug"] == "bakery"
+    assert staff["super"].post(url(kind), json={"name": "Bakery"}).get_json()["slug"] == "bakery-2"
+    taken = staff["super"].post(url(kind), json={"name": "X", "slug": "bakery"})
+    assert taken.status_code == 409
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"name": "X", "subcategory": "food"}, "subcategory"),
+        ({"name": "X", "subcategory": "nothing"}, "subcategory"),
+        ({"name": "X", "socials": [{"social": "myspace", "url": "https://m.example"}]}, "socials"),
+        (
+            {
+                "name": "X",
+                "socials": [
+                    {"social": "instagram", "url": "https://a.example"},
+                    {"social": "instagram", "url": "https://b.example"},
+                ],
+            },
+            "socials",
+        ),
+        (
+            {"name": "X", "socials": [{"social": "instagram", "url": "javascript:alert(1)"}]},
+            "socials",
+        ),
+        ({"name": "X", "socials": [{"social": "instagram"}]}, "socials"),
+        (
+            {"name": "X", "socials": [{"social": "instagram", "url": "https://a.example", "x": 1}]},
+            "socials",
+        ),
+        ({"name": "X", "socials": "instagram"}, "socials"),
+        (
+            {
+                "name": "X",
+                "socials": [
+                    {"social": "instagram", "url": f"https://a.example/{n}"} for n in range(21)
+                ],
+            },
+            "socials",
+        ),
+        ({"name": "X", "email": "nope"}, "email"),
+        ({"name": "X", "location": "hill"}, "location"),
+        ({}, "name"),
+    ],
+)
+def test_invalid_bodies_are_422_naming_the_field(staff, world, kind, body, field):
+    response = staff["super"].post(url(kind), json=body)
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert field in response.get_json()["errors"]
+    assert kind[2].query.count() == 0
+
+
+def test_socials_are_replaced_as_a_whole_and_kept_when_absent(staff, world, kind):
+    make_listing(
+        kind[1], world["harbour"], "place", socials=[(world["instagram"], "https://i.example/old")]
+    )
+    client = staff["owner"]
+    kept = client.put(url(kind), json={"slug": "place", "branch": "North"}).get_json()
+    assert kept["socials"] == [{"social": "instagram", "url": "https://i.example/old"}]
+    replaced = client.put(
+        url(kind),
+        json={
+            "slug": "place",
+            "socials": [
+                {"social": "facebook", "url": "https://f.example/new"},
+                {"social": "instagram", "url": "https://i.example/new"},
+            ],
+        },
+    ).get_json()
+    assert replaced["socials"] == [
+        {"social": "facebook", "url": "https://f.example/new"},
+        {"social": "instagram", "url": "https://i.example/new"},
+    ]
+    cleared = client.put(url(kind), json={"slug": "place", "socials": None}).get_json()
+    assert cleared["socials"] == []
+    assert ListingSocial.query.count() == 0
+
+
+def test_update_by_id_renames_and_a_taken_slug_is_409(staff, world, kind):
+    item = make_listing(kind[1], world["harbour"], "place")
+    make_listing(kind[1], world["harbour"], "other")
+    client = staff["super"]
+    renamed = client.put(url(kind), json={"id": str(item.id), "slug": "new-place"})
+    assert renamed.status_code == 200
+    assert renamed.get_json()["slug"] == "new-place"
+    assert client.put(url(kind), json={"id": str(item.id), "slug": "other"}).status_code == 409
+    assert client.put(url(kind), json={"name": "No target"}).status_code == 422
+    assert client.put(url(kind), json={"slug": "missing", "name": "X"}).status_code == 404
+
+
+def test_delete_removes_the_social_links(staff, world, kind):
+    make_listing(
+        kind[1], world["harbour"], "place", socials=[(world["instagram"], "https://i.example")]
+    )
+    assert staff["admin"].delete(url(kind), json={"slug": "place"}).status_code == 204
+    assert ListingSocial.query.count() == 0
+    assert staff["admin"].delete(url(kind), json={"slug": "place"}).status_code == 404
+
+
+def test_an_employer_with_votes_cannot_be_deleted(staff, world):
+    employer = make_listing("employer", world["harbour"], "acme")
+    save(
+        Vote(
+            location_id=world["harbour"].id,
+            type=VoteType.EMPLOYER,
+            employer_id=employer.id,
+            your_name="A",
+            your_email="a@example.com",
+            business_name="Acme",
+            vote_body="Good",
+        )
+    )
+    response = staff["owner"].delete("/locations/harbour/employers/", json={"slug": "acme"})
+    assert response.status_code == 409
+    assert response.get_json()["usedBy"] == {"votes": 1}
+    assert Employer.query.count() == 1
+
+
+# Search
+
+
+def search(client, kind, term, query=""):
+    return client.get(url(kind, rest=f"search/{term}{query}"))
+
+
+def names(response):
+    assert response.status_code == 200, response.get_json()
+    return [item["name"] for item in response.get_json()["items"]]
+
+
+def test_search_ignores_accents_and_case(client, world, kind):
+    make_listing(kind[1], world["harbour"], "a", name="Café Zürich")
+    make_listing(kind[1], world["harbour"], "b", name="CAFE ROMA")
+    assert names(search(client, kind, "cafe")) == ["CAFE ROMA", "Café Zürich"]
+    assert names(search(client, kind, "ZÜRICH")) == ["Café Zürich"]
+    assert names(search(client, kind, "  zurich  ")) == ["Café Zürich"]
+
+
+def test_every_word_must_occur_somewhere(client, world, kind):
+    make_listing(kind[1], world["harbour"], "a", name="Blue Door", subcategory=world["cafes"])
+    make_listing(kind[1], world["harbour"], "b", name="Blue Window", branch="Old Town")
+    make_listing(kind[1], world["harbour"], "c", name="Red Door", description="A blue awning")
+    assert names(search(client, kind, "blue cafes")) == ["Blue Door"]  # name + subcategory
+    assert names(search(client, kind, "blue old")) == ["Blue Window"]  # name + branch
+    assert names(search(client, kind, "door blue")) == ["Blue Door", "Red Door"]
+    assert names(search(client, kind, "blue green")) == []
+
+
+def test_wildcards_are_literal(client, world, kind):
+    make_listing(kind[1], world["harbour"], "a", name="50% Off")
+    make_listing(kind[1], world["harbour"], "b", name="500 Off")
+    make_listing(kind[1], world["harbour"], "c", name="snake_case")
+    make_listing(kind[1], world["harbour"], "d", name="snakescase")
+    make_listing(kind[1], world["harbour"], "e", name="back\\slash")
+    assert names(search(client, kind, "50%25")) == ["50% Off"]
+    assert names(search(client, kind, "e_c")) == ["snake_case"]
+    assert names(search(client, kind, "k\\s")) == ["back\\slash"]
+    assert names(search(client, kind, "%25%25")) == []
+
+
+def test_relevance_orders_exact_then_prefix_then_contains_then_the_rest(client, world, kind):
+    for slug, name, description in [
+        ("d", "Alpha Other", "mentions bread"),
+        ("c", "Wholemeal Bread Co", None),
+        ("b2", "Bread Basket", None),
+        ("b1", "Bread Cakes", None),
+        ("a", "Bread", None),
+    ]:
+        make_listing(kind[1], world["harbour"], slug, name=name, description=description)
+    assert names(search(client, kind, "bread")) == [
+        "Bread",
+        "Bread Basket",
+        "Bread Cakes",
+        "Wholemeal Bread Co",
+        "Alpha Other",
+    ]
+
+
+def test_search_term_length_and_filters(client, world, kind):
+    make_listing(kind[1], world["harbour"], "a", name="Tea Room", subcategory=world["cafes"])
+    make_listing(kind[1], world["harbour"], "b", name="Tea Bakery", subcategory=world["bakeries"])
+    for term in ("x", "%20x%20", "y" * 101):
+        response = search(client, kind, term)
+        assert response.status_code == 422
+        assert "term" in response.get_json()["errors"]
+    assert names(search(client, kind, "tea", "?subcategory=bakeries")) == ["Tea Bakery"]
+    paged = search(client, kind, "tea", "?perPage=1&page=2")
+    assert names(paged) == ["Tea Room"]
+    assert paged.get_json()["total"] == 2
+    assert 'rel="prev"' in paged.headers["Link"]
+    assert search(client, kind, "tea", "?sort=-name").get_json()["items"][0]["name"] == "Tea Room"
+
+
+def test_renaming_a_subcategory_updates_search(super_client, world, kind):
+    make_listing(kind[1], world["harbour"], "a", name="Corner", subcategory=world["cafes"])
+    response = super_client.put("/categories/", json={"slug": "cafes", "name": "Coffee Shops"})
+    assert response.status_code == 200
+    assert names(search(super_client, kind, "coffee shops")) == ["Corner"]
+    assert names(search(super_client, kind, "cafes")) == []
+
+
+@pytest.mark.skipif(
+    not PG_URL, reason="pg_trgm is PostgreSQL's; CI runs this in its PostgreSQL pass"
+)
+def test_search_on_100k_businesses_uses_the_trigram_index(app, client):
+    location = make_location("big")
+    db.session.execute(
+        text(
+            "INSERT INTO listings (id, kind, location_id, slug, name, search_name, search_text,"
+            " created_at, updated_at)"
+            " SELECT gen_random_uuid(), 'business', :location, 'b-' || g, 'Business ' || g,"
+            " 'business ' || g, 'business ' || g || ' ' || md5(g::text), now(), now()"
+            " FROM generate_series(1, 100000) AS g"
+        ),
+        {"location": location.id},
+    )
+    db.session.commit()
+    db.session.execute(text("ANALYZE listings"))
+    db.session.commit()
+    needle = hashlib.md5(b"77777").hexdigest()[:10]  # noqa: S324  (test data, not security)
+
+    captured: list[tuple[str, object]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany):
+        if "LIKE" in statement and "count(" not in statement:
+            captured.append((statement, parameters))
+
+    event.listen(db.engine, "before_cursor_execute", capture)
+    try:
+        response = client.get(f"/locations/big/businesses/search/{needle}")
+    finally:
+        event.remove(db.engine, "before_cursor_execute", capture)
+    assert [item["slug"] for item in response.get_json()["items"]] == ["b-77777"]
+    statement, parameters = captured[-1]
+    with db.engine.connect() as connection:
+        plan = connection.exec_driver_sql("EXPLAIN " + statement, parameters).scalars().all()
+    assert any("ix_listings_search_text_trgm" in line for line in plan), "\n".join(plan)

@@ -1,0 +1,708 @@
+"""/locations: public reads, super-only create/delete, owners change only the basics."""
+
+import uuid
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import pytest
+
+from directory_api.extensions import db
+from directory_api.models import Location, Membership, Role, Vote, VoteType
+
+from .conftest import signed_in
+from .factories import grant, make_listing, make_location, make_region, make_user, save
+
+PROBLEM = "application/problem+json"
+FIELDS = {
+    "id",
+    "slug",
+    "name",
+    "region",
+    "directoryLocation",
+    "description",
+    "email",
+    "phone",
+    "address",
+    "website",
+    "createdAt",
+    "updatedAt",
+}
+DETAILS = {
+    "description": "By the sea.",
+    "email": "harbour@example.com",
+    "phone": "+44 1234 567890",
+    "address": "1 Quay Street",
+    "website": "https://harbour.example.com",
+}
+
+
+def slugs(response) -> list[str]:
+    return [item["slug"] for item in response.get_json()["items"]]
+
+
+def stored(slug: str) -> Location | None:
+    db.session.rollback()
+    return Location.query.filter_by(slug=slug).one_or_none()
+
+
+@pytest.fixture
+def scene(app):
+    """Harbour (region north, with details) and Bay; harbour's owner and admin, bay's owner."""
+    north = make_region("north")
+    harbour = make_location(
+        "harbour", region=north, name="Harbour", directory_location=True, **DETAILS
+    )
+    bay = make_location("bay", name="Bay")
+    users = {
+        "owner_here": make_user("owner@example.com"),
+        "admin_here": make_user("admin@example.com"),
+        "owner_elsewhere": make_user("bay-owner@example.com"),
+    }
+    grant(users["owner_here"], harbour, Role.OWNER)
+    grant(users["admin_here"], harbour, Role.ADMIN)
+    grant(users["owner_elsewhere"], bay, Role.OWNER)
+    return SimpleNamespace(north=north, harbour=harbour, bay=bay, users=users)
+
+
+@pytest.fixture
+def owner_client(app, scene):
+    return signed_in(app, "owner@example.com")
+
+
+@pytest.fixture
+def admin_client(app, scene):
+    return signed_in(app, "admin@example.com")
+
+
+@pytest.fixture
+def other_owner_client(app, scene):
+    return signed_in(app, "bay-owner@example.com")
+
+
+@pytest.fixture
+def listed(app):
+    """Four locations over two regions, two of them directory locations."""
+    north, south = make_region("north"), make_region("south")
+    make_location("delta", region=north, name="Delta", directory_location=True)
+    make_location("alpha", region=south, name="Alpha")
+    make_location("charlie", region=north, name="Charlie")
+    make_location("bravo", name="Bravo", directory_location=True)
+
+
+# Reading
+
+
+def test_list_is_public_sorted_by_name_and_paged(client, listed):
+    response = client.get("/locations/?perPage=3")
+    assert response.status_code == 200
+    body = response.get_json()
+    assert slugs(response) == ["alpha", "bravo", "charlie"]
+    assert (body["page"], body["perPage"], body["total"]) == (1, 3, 4)
+    link = response.headers["Link"]
+    assert '</locations/?perPage=3&page=2>; rel="next"' in link
+    assert 'rel="prev"' not in link
+
+    second = client.get("/locations/?perPage=3&page=2")
+    assert second.status_code == 200
+    assert slugs(second) == ["delta"]
+    assert 'rel="prev"' in second.headers["Link"]
+    assert 'rel="next"' not in second.headers["Link"]
+
+
+def test_list_items_show_exactly_the_contract_fields(client, scene):
+    response = client.get("/locations/")
+    assert response.status_code == 200
+    items = {item["slug"]: item for item in response.get_json()["items"]}
+    harbour, bay = items["harbour"], items["bay"]
+    assert set(harbour) == FIELDS
+    assert harbour["id"] == str(scene.harbour.id)
+    assert (harbour["name"], harbour["region"], harbour["directoryLocation"]) == (
+        "Harbour",
+        "north",
+        True,
+    )
+    assert {key: harbour[key] for key in DETAILS} == DETAILS
+    assert harbour["createdAt"].endswith("Z")
+    assert harbour["updatedAt"].endswith("Z")
+    assert set(bay) == FIELDS
+    assert (bay["region"], bay["directoryLocation"], bay["email"]) == (None, False, None)
+
+
+def test_sort_by_slug_descending(client, listed):
+    response = client.get("/locations/?sort=-slug")
+    assert response.status_code == 200
+    assert slugs(response) == ["delta", "charlie", "bravo", "alpha"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("true", ["bravo", "delta"]),
+        ("1", ["bravo", "delta"]),
+        ("false", ["alpha", "charlie"]),
+        ("0", ["alpha", "charlie"]),
+    ],
+)
+def test_directory_location_filter(client, listed, value, expected):
+    response = client.get(f"/locations/?directoryLocation={value}")
+    assert response.status_code == 200
+    assert slugs(response) == expected
+    assert response.get_json()["total"] == len(expected)
+
+
+def test_region_filter(client, listed):
+    response = client.get("/locations/?region=north")
+    assert response.status_code == 200
+    assert slugs(response) == ["charlie", "delta"]
+    assert response.get_json()["total"] == 2
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("region=north&directoryLocation=true", ["delta"]),
+        ("region=north&directoryLocation=false", ["charlie"]),
+        ("region=south&directoryLocation=1", []),
+    ],
+)
+def test_region_and_directory_location_filters_combine(client, listed, query, expected):
+    response = client.get(f"/locations/?{query}")
+    assert response.status_code == 200
+    assert slugs(response) == expected
+    assert response.get_json()["total"] == len(expected)
+
+
+def test_region_filter_naming_an_unknown_slug_is_an_empty_page(client, listed):
+    response = client.get("/locations/?region=nowhere")
+    assert response.status_code == 200
+    body = response.get_json()
+    assert (body["items"], body["total"]) == ([], 0)
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("directoryLocation=maybe", "directoryLocation"),
+        ("region=Not%20A%20Slug", "region"),
+        ("sort=email", "sort"),
+        ("sort=region", "sort"),
+        ("sort=name,-directoryLocation", "sort"),
+        ("perPage=0", "perPage"),
+        ("colour=red", "colour"),
+        ("directoryLocation=true&directoryLocation=false", "directoryLocation"),
+    ],
+)
+def test_invalid_list_parameters_are_422(client, listed, query, field):
+    response = client.get(f"/locations/?{query}")
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert field in response.get_json()["errors"]
+
+
+def test_get_by_slug_and_id(client, scene):
+    by_slug = client.get("/locations/slug/harbour")
+    assert by_slug.status_code == 200
+    body = by_slug.get_json()
+    assert set(body) == FIELDS
+    assert (body["id"], body["name"], body["region"]) == (str(scene.harbour.id), "Harbour", "north")
+    by_id = client.get(f"/locations/id/{scene.bay.id}")
+    assert by_id.status_code == 200
+    assert (by_id.get_json()["slug"], by_id.get_json()["region"]) == ("bay", None)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/locations/slug/nowhere",
+        f"/locations/id/{uuid.uuid4()}",
+        "/locations/id/123",
+        "/locations/id/harbour",
+        "/locations/slug/UPPER",
+        "/locations/slug/Harbour",
+    ],
+)
+def test_unknown_slug_id_non_uuid_and_non_slug_are_404(client, scene, path):
+    response = client.get(path)
+    assert response.status_code == 404
+    assert response.mimetype == PROBLEM
+
+
+# Creating
+
+
+def test_create_anonymous_is_401(client, app):
+    response = client.post("/locations/", json={"name": "Harbour"})
+    assert response.status_code == 401
+    assert response.mimetype == PROBLEM
+    assert Location.query.count() == 0
+
+
+def test_create_by_a_plain_user_is_403(user_client, app):
+    response = user_client.post("/locations/", json={"name": "Harbour"})
+    assert response.status_code == 403
+    assert response.mimetype == PROBLEM
+    assert Location.query.count() == 0
+
+
+def test_create_by_an_owner_of_some_location_is_403(owner_client, scene):
+    response = owner_client.post("/locations/", json={"name": "Cove"})
+    assert response.status_code == 403
+    assert response.mimetype == PROBLEM
+    assert stored("cove") is None
+    assert Location.query.count() == 2
+
+
+def test_super_creates_with_derived_slug_and_location_header(super_client, app):
+    response = super_client.post("/locations/", json={"name": "  Café Zürich  "})
+    assert response.status_code == 201
+    body = response.get_json()
+    assert set(body) == FIELDS
+    assert (body["slug"], body["name"]) == ("cafe-zurich", "Café Zürich")
+    assert (body["region"], body["directoryLocation"], body["email"]) == (None, False, None)
+    assert response.headers["Location"] == "/locations/slug/cafe-zurich"
+    row = stored("cafe-zurich")
+    assert (str(row.id), row.name, row.directory_location) == (body["id"], "Café Zürich", False)
+
+
+def test_super_creates_with_every_field(super_client, app):
+    north = make_region("north")
+    sent = {"name": "Harbour", "slug": "the-harbour", "region": "north", "directoryLocation": True}
+    response = super_client.post("/locations/", json={**sent, **DETAILS})
+    assert response.status_code == 201
+    body = response.get_json()
+    assert {key: body[key] for key in sent} == sent
+    assert {key: body[key] for key in DETAILS} == DETAILS
+    assert response.headers["Location"] == "/locations/slug/the-harbour"
+    row = stored("the-harbour")
+    assert (row.region_id, row.directory_location, row.email) == (
+        north.id,
+        True,
+        "harbour@example.com",
+    )
+
+
+def test_taken_derived_slug_gets_a_suffix(super_client, app):
+    make_location("cafe-zurich")
+    response = super_client.post("/locations/", json={"name": "Café Zürich"})
+    assert response.status_code == 201
+    assert response.get_json()["slug"] == "cafe-zurich-2"
+    assert response.headers["Location"] == "/locations/slug/cafe-zurich-2"
+
+
+def test_explicit_slug_taken_is_409(super_client, app):
+    make_location("harbour")
+    response = super_client.post("/locations/", json={"name": "Other", "slug": "harbour"})
+    assert response.status_code == 409
+    assert response.mimetype == PROBLEM
+    assert Location.query.count() == 1
+
+
+@pytest.mark.parametrize("slug", ["slug", "id"])
+def test_reserved_slug_given_explicitly_is_422(super_client, app, slug):
+    response = super_client.post("/locations/", json={"name": "Lookup", "slug": slug})
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert "slug" in response.get_json()["errors"]
+    assert Location.query.count() == 0
+
+
+@pytest.mark.parametrize("name", ["Slug", "ID"])
+def test_location_named_like_a_lookup_gets_another_slug(super_client, client, app, name):
+    response = super_client.post("/locations/", json={"name": name})
+    assert response.status_code == 201
+    slug = response.get_json()["slug"]
+    assert slug not in {"slug", "id"}
+    assert slug.startswith(name.lower())
+    assert response.headers["Location"] == f"/locations/slug/{slug}"
+    assert client.get(f"/locations/slug/{slug}").get_json()["name"] == name
+
+
+def test_create_resolves_the_region_slug(super_client, client, app):
+    north = make_region("north")
+    response = super_client.post("/locations/", json={"name": "Harbour", "region": "north"})
+    assert response.status_code == 201
+    assert response.get_json()["region"] == "north"
+    assert stored("harbour").region_id == north.id
+    assert slugs(client.get("/locations/?region=north")) == ["harbour"]
+
+
+def test_create_with_an_unknown_region_is_422_on_region(super_client, app):
+    make_region("north")
+    response = super_client.post("/locations/", json={"name": "Harbour", "region": "nowhere"})
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert "region" in response.get_json()["errors"]
+    assert Location.query.count() == 0
+
+
+@pytest.mark.parametrize("value", ["yes", "true", 1, 0, None])
+def test_directory_location_must_be_a_json_boolean(super_client, app, value):
+    response = super_client.post(
+        "/locations/", json={"name": "Harbour", "directoryLocation": value}
+    )
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert "directoryLocation" in response.get_json()["errors"]
+    assert Location.query.count() == 0
+
+
+def test_invalid_contact_fields_are_all_reported_at_once(super_client, app):
+    response = super_client.post(
+        "/locations/",
+        json={
+            "name": "Harbour",
+            "email": "not-an-address",
+            "website": "ftp://harbour.example.com",
+            "phone": "call me maybe",
+        },
+    )
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert set(response.get_json()["errors"]) == {"email", "website", "phone"}
+    assert Location.query.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"name": "Harbour", "colour": "red"}, "colour"),
+        ({"name": "Harbour", "directory_location": True}, "directory_location"),
+        ({}, "name"),
+        ({"name": "   "}, "name"),
+        ({"name": "Harbour", "slug": "Not A Slug"}, "slug"),
+        ({"name": "Harbour", "slug": None}, "slug"),
+        ({"name": "!!!"}, "slug"),
+        ({"name": "Harbour", "region": "Not A Slug"}, "region"),
+        ({"name": "Harbour", "address": "Line\nbreak"}, "address"),
+        ({"name": "Harbour", "description": "x" * 5001}, "description"),
+    ],
+)
+def test_create_validation_is_422_naming_the_field(super_client, app, body, field):
+    response = super_client.post("/locations/", json=body)
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert field in response.get_json()["errors"]
+    assert Location.query.count() == 0
+
+
+# Updating
+
+
+def test_update_anonymous_is_401(client, scene):
+    response = client.put("/locations/slug/harbour", json={"name": "X"})
+    assert response.status_code == 401
+    assert response.mimetype == PROBLEM
+    assert stored("harbour").name == "Harbour"
+
+
+def test_update_by_a_plain_user_is_403(user_client, scene):
+    response = user_client.put("/locations/slug/harbour", json={"name": "X"})
+    assert response.status_code == 403
+    assert response.mimetype == PROBLEM
+    assert stored("harbour").name == "Harbour"
+
+
+def test_update_by_an_admin_of_the_location_is_403(admin_client, scene):
+    response = admin_client.put("/locations/slug/harbour", json={"name": "X"})
+    assert response.status_code == 403
+    assert response.mimetype == PROBLEM
+    assert stored("harbour").name == "Harbour"
+
+
+def test_update_by_the_owner_of_another_location_is_403(other_owner_client, scene):
+    response = other_owner_client.put("/locations/slug/harbour", json={"name": "X"})
+    assert response.status_code == 403
+    assert response.mimetype == PROBLEM
+    assert stored("harbour").name == "Harbour"
+
+
+def test_owner_changes_the_descriptive_fields(owner_client, scene):
+    change = {
+        "name": "Old Harbour",
+        "description": "Fish and ships.",
+        "email": "Desk@Harbour.example.com",
+        "phone": "01234 999",
+        "address": "2 Quay Street",
+        "website": "https://old-harbour.example.com",
+    }
+    response = owner_client.put("/locations/slug/harbour", json=change)
+    assert response.status_code == 200
+    body = response.get_json()
+    assert {key: body[key] for key in change} == {**change, "email": "desk@harbour.example.com"}
+    assert (body["slug"], body["region"], body["directoryLocation"]) == ("harbour", "north", True)
+    row = stored("harbour")
+    assert (row.name, row.email, row.website) == (
+        "Old Harbour",
+        "desk@harbour.example.com",
+        "https://old-harbour.example.com",
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "refused"),
+    [
+        ({"slug": "new-harbour"}, ["slug"]),
+        ({"region": None}, ["region"]),
+        ({"directoryLocation": False}, ["directoryLocation"]),
+        (
+            {"slug": "new-harbour", "region": None, "directoryLocation": False},
+            ["directoryLocation", "region", "slug"],
+        ),
+    ],
+)
+def test_owner_may_not_change_super_fields(owner_client, scene, extra, refused):
+    before = owner_client.get("/locations/slug/harbour").get_json()
+    response = owner_client.put("/locations/slug/harbour", json={"name": "Renamed", **extra})
+    assert response.status_code == 403
+    assert response.mimetype == PROBLEM
+    assert sorted(response.get_json()["fields"]) == refused
+    for field in refused:
+        assert field in response.get_json()["detail"]
+    # Nothing changed, not even the allowed field sent alongside.
+    row = stored("harbour")
+    assert (row.slug, row.name, row.region_id, row.directory_location) == (
+        "harbour",
+        "Harbour",
+        scene.north.id,
+        True,
+    )
+    assert owner_client.get("/locations/slug/harbour").get_json() == before
+    assert stored("new-harbour") is None
+
+
+def test_super_changes_everything_and_a_new_slug_renames(super_client, client, scene):
+    south = make_region("south")
+    change = {
+        "name": "New Harbour",
+        "slug": "new-harbour",
+        "region": "south",
+        "directoryLocation": False,
+        **DETAILS,
+        "website": "https://new-harbour.example.com",
+    }
+    response = super_client.put("/locations/slug/harbour", json=change)
+    assert response.status_code == 200
+    body = response.get_json()
+    assert {key: body[key] for key in change} == change
+    assert body["id"] == str(scene.harbour.id)
+    missing = client.get("/locations/slug/harbour")
+    assert missing.status_code == 404
+    assert missing.mimetype == PROBLEM
+    assert client.get("/locations/slug/new-harbour").get_json()["name"] == "New Harbour"
+    row = stored("new-harbour")
+    assert (row.id, row.region_id, row.directory_location) == (scene.harbour.id, south.id, False)
+
+
+def test_update_moves_updated_at_and_keeps_created_at(owner_client, scene):
+    scene.harbour.updated_at = datetime(2020, 1, 1, tzinfo=UTC)
+    save(scene.harbour)
+    before = owner_client.get("/locations/slug/harbour").get_json()
+    assert before["updatedAt"] == "2020-01-01T00:00:00.000Z"
+    response = owner_client.put("/locations/slug/harbour", json={"name": "Old Harbour"})
+    assert response.status_code == 200
+    body = response.get_json()
+    assert body["createdAt"] == before["createdAt"]
+    assert body["updatedAt"] > before["updatedAt"]
+    assert body["updatedAt"].endswith("Z")
+
+
+def test_super_clears_the_region_with_null(super_client, scene):
+    response = super_client.put("/locations/slug/harbour", json={"region": None})
+    assert response.status_code == 200
+    assert response.get_json()["region"] is None
+    assert stored("harbour").region_id is None
+
+
+def test_update_to_an_unknown_region_is_422(super_client, scene):
+    response = super_client.put("/locations/slug/harbour", json={"region": "nowhere"})
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert "region" in response.get_json()["errors"]
+    assert stored("harbour").region_id == scene.north.id
+
+
+def test_super_sets_directory_location(super_client, scene):
+    response = super_client.put("/locations/slug/bay", json={"directoryLocation": True})
+    assert response.status_code == 200
+    assert response.get_json()["directoryLocation"] is True
+    assert stored("bay").directory_location is True
+
+
+def test_update_to_a_taken_slug_is_409(super_client, scene):
+    response = super_client.put("/locations/slug/harbour", json={"slug": "bay"})
+    assert response.status_code == 409
+    assert response.mimetype == PROBLEM
+    assert stored("harbour").id == scene.harbour.id
+    assert stored("bay").id == scene.bay.id
+
+
+def test_slug_cannot_be_cleared(super_client, scene):
+    response = super_client.put("/locations/slug/harbour", json={"slug": None})
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert "slug" in response.get_json()["errors"]
+    assert stored("harbour") is not None
+
+
+def test_update_keeping_its_own_slug_is_fine(super_client, scene):
+    response = super_client.put("/locations/slug/harbour", json={"slug": "harbour"})
+    assert response.status_code == 200
+    assert response.get_json()["slug"] == "harbour"
+
+
+@pytest.mark.parametrize("slug", ["slug", "id"])
+def test_update_to_a_reserved_slug_is_422(super_client, scene, slug):
+    response = super_client.put("/locations/slug/harbour", json={"slug": slug})
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert "slug" in response.get_json()["errors"]
+    assert stored("harbour") is not None
+
+
+def test_partial_update_keeps_the_other_fields(owner_client, scene):
+    response = owner_client.put("/locations/slug/harbour", json={"phone": "+1 555 0100"})
+    assert response.status_code == 200
+    body = response.get_json()
+    assert body["phone"] == "+1 555 0100"
+    assert (body["name"], body["region"], body["directoryLocation"]) == ("Harbour", "north", True)
+    assert {key: body[key] for key in DETAILS if key != "phone"} == {
+        key: value for key, value in DETAILS.items() if key != "phone"
+    }
+
+
+def test_empty_update_changes_nothing(super_client, scene):
+    before = super_client.get("/locations/slug/harbour").get_json()
+    response = super_client.put("/locations/slug/harbour", json={})
+    assert response.status_code == 200
+    assert {k: v for k, v in response.get_json().items() if k != "updatedAt"} == {
+        k: v for k, v in before.items() if k != "updatedAt"
+    }
+
+
+@pytest.mark.parametrize("empty", [None, "", "   "])
+def test_optional_fields_are_cleared_with_null_or_empty(owner_client, scene, empty):
+    response = owner_client.put("/locations/slug/harbour", json=dict.fromkeys(DETAILS, empty))
+    assert response.status_code == 200
+    body = response.get_json()
+    assert {key: body[key] for key in DETAILS} == dict.fromkeys(DETAILS)
+    row = stored("harbour")
+    assert (row.description, row.email, row.phone, row.address, row.website) == (None,) * 5
+    assert row.name == "Harbour"
+
+
+@pytest.mark.parametrize("name", [None, "", "  "])
+def test_name_cannot_be_cleared(super_client, scene, name):
+    response = super_client.put("/locations/slug/harbour", json={"name": name})
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert "name" in response.get_json()["errors"]
+    assert stored("harbour").name == "Harbour"
+
+
+def test_update_validation_reports_every_field(owner_client, scene):
+    response = owner_client.put(
+        "/locations/slug/harbour",
+        json={"email": "nope", "website": "not a url", "phone": "abc", "colour": "red"},
+    )
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert set(response.get_json()["errors"]) == {"email", "website", "phone", "colour"}
+    assert stored("harbour").email == DETAILS["email"]
+
+
+def test_update_unknown_or_non_slug_location_is_404(super_client, scene):
+    for path in ("/locations/slug/nowhere", "/locations/slug/UPPER"):
+        response = super_client.put(path, json={"name": "X"})
+        assert response.status_code == 404, path
+        assert response.mimetype == PROBLEM
+
+
+# Deleting
+
+
+def test_delete_anonymous_is_401(client, scene):
+    response = client.delete("/locations/slug/bay")
+    assert response.status_code == 401
+    assert response.mimetype == PROBLEM
+    assert stored("bay") is not None
+
+
+def test_delete_by_a_plain_user_is_403(user_client, scene):
+    response = user_client.delete("/locations/slug/bay")
+    assert response.status_code == 403
+    assert response.mimetype == PROBLEM
+    assert stored("bay") is not None
+
+
+def test_delete_by_the_owner_of_the_location_is_403(other_owner_client, scene):
+    response = other_owner_client.delete("/locations/slug/bay")
+    assert response.status_code == 403
+    assert response.mimetype == PROBLEM
+    assert stored("bay") is not None
+
+
+def test_super_deletes_an_empty_location_and_its_memberships(super_client, app, scene):
+    bay_id, harbour_id = scene.bay.id, scene.harbour.id
+    former_owner = signed_in(app, "bay-owner@example.com")
+    assert former_owner.get("/me/").get_json()["roles"] == [{"location": "bay", "role": "owner"}]
+    response = super_client.delete("/locations/slug/bay")
+    assert response.status_code == 204
+    assert response.data == b""
+    assert stored("bay") is None
+    assert Membership.query.filter_by(location_id=bay_id).count() == 0
+    # Harbour's memberships are untouched.
+    assert Membership.query.filter_by(location_id=harbour_id).count() == 2
+    me = former_owner.get("/me/")
+    assert me.status_code == 200
+    assert me.get_json()["roles"] == []
+    gone = super_client.get("/locations/slug/bay")
+    assert gone.status_code == 404
+
+
+def test_delete_unknown_location_is_404(super_client, scene):
+    for path in ("/locations/slug/nowhere", "/locations/slug/UPPER"):
+        response = super_client.delete(path)
+        assert response.status_code == 404, path
+        assert response.mimetype == PROBLEM
+
+
+def add_vote(location: Location) -> Vote:
+    return save(
+        Vote(
+            location_id=location.id,
+            type=VoteType.EMPLOYER,
+            your_name="A",
+            your_email="a@example.com",
+            business_name="X",
+            vote_body="Good",
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("uses", "used_by"),
+    [
+        (("business",), {"businesses": 1}),
+        (("employer",), {"employers": 1}),
+        (("vote",), {"votes": 1}),
+        (
+            ("business", "business", "employer", "vote"),
+            {"businesses": 2, "employers": 1, "votes": 1},
+        ),
+    ],
+)
+def test_delete_location_in_use_is_409_naming_the_users(super_client, scene, uses, used_by):
+    for number, use in enumerate(uses):
+        if use == "vote":
+            add_vote(scene.bay)
+        else:
+            make_listing(use, scene.bay, f"listing-{number}")
+    response = super_client.delete("/locations/slug/bay")
+    assert response.status_code == 409
+    assert response.mimetype == PROBLEM
+    body = response.get_json()
+    assert body["usedBy"] == used_by
+    for label in used_by:
+        assert label in body["detail"]
+    assert stored("bay") is not None
+    assert Membership.query.filter_by(location_id=scene.bay.id).count() == 1
