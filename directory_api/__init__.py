@@ -156,9 +156,10 @@ def register_blueprints(app: Flask) -> None:
         regions,
         socials,
         supers,
+        votes,
     )
 
-    for module in (health, auth, me, regions, categories, socials, supers, locations):
+    for module in (health, auth, me, regions, categories, socials, supers, locations, votes):
         app.register_blueprint(module.bp)
     for blueprint in (members.owners, members.admins, listings.businesses, listings.employers):
         app.register_blueprint(blueprint)

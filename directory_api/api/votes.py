@@ -1,0 +1,218 @@
+"""/locations/:slug/votes: public submission, public reading, moderation by the location.
+
+Inactive votes exist only for those with access to the location (super, its owners and
+admins); everyone else gets 404 for them and never sees `yourEmail` or `yourPhone`.
+"""
+
+import logging
+import uuid
+from typing import Any
+
+from flask import Blueprint, current_app, url_for
+from flask_login import current_user
+from sqlalchemy import Select, select
+from sqlalchemy.orm import joinedload
+
+from ..access import get_location_or_404, has_location_access, require_location_access
+from ..bodies import accepts_forms, load_body
+from ..errors import abort
+from ..extensions import db, limiter
+from ..limits import configured
+from ..models import Employer, Location, Membership, OutboxStatus, Role, User, Vote, VoteType
+from ..models.listing import fold
+from ..outbox import queue_mail
+from ..pagination import page_response, parse_list_args
+from ..schemas.votes import SUBMISSIONS, PublicVoteOut, VoteIn, VoteListArgs, VoteOut, VoteUpdate
+from .common import created, no_content
+
+log = logging.getLogger(__name__)
+bp = Blueprint("votes", __name__, url_prefix="/locations/<slug:slug>/votes")
+
+SORTABLE = {
+    "createdAt": Vote.created_at,
+    "updatedAt": Vote.updated_at,
+    "businessName": Vote.business_name,
+}
+LABELS = {VoteType.BTOB: "business-to-business", VoteType.BTOC: "business-to-consumer"}
+load_employer = (joinedload(Vote.employer),)
+
+
+def vote_view(location: Location, *, many: bool = False) -> VoteOut:
+    """The full view for those with access to the location, the public one otherwise."""
+    schema = VoteOut if has_location_access(current_user, location) else PublicVoteOut
+    return schema(many=many)
+
+
+def visible_votes(location: Location) -> Select:
+    stmt = select(Vote).where(Vote.location_id == location.id)
+    if not has_location_access(current_user, location):
+        stmt = stmt.where(Vote.active.is_(True))
+    return stmt
+
+
+def employer_by_slug(location: Location, slug: str) -> Employer:
+    employer = db.session.scalar(
+        select(Employer).where(Employer.location_id == location.id, Employer.slug == slug)
+    )
+    if employer is None:
+        abort(
+            422,
+            "The request body has invalid fields.",
+            errors={"employer": [f"No employer {slug!r} at this location."]},
+        )
+    return employer
+
+
+def employer_named(location: Location, name: str) -> Employer | None:
+    """The employer of this location whose name equals `name`, ignoring case."""
+    candidates = db.session.scalars(
+        select(Employer)
+        .where(Employer.location_id == location.id, Employer.search_name == fold(name))
+        .order_by(Employer.slug)
+    )
+    return next((e for e in candidates if e.name.casefold() == name.casefold()), None)
+
+
+def vote_recipients(location: Location) -> list[str]:
+    """The location's address, else its owners', else the configured fallback."""
+    if location.email:
+        return [location.email]
+    owners = db.session.scalars(
+        select(User.email)
+        .join(Membership, Membership.user_id == User.id)
+        .where(Membership.location_id == location.id, Membership.role == Role.OWNER)
+        .order_by(User.email)
+    ).all()
+    if owners:
+        return list(owners)
+    fallback = current_app.config.get("VOTE_FALLBACK_RECIPIENT")
+    return [fallback] if fallback else []
+
+
+@bp.post("/submit/<any(btob, btoc, employer):vote_type>")
+@limiter.limit(configured("RATELIMIT_VOTES_PER_IP"))
+@accepts_forms
+def submit(slug: str, vote_type: str):
+    """Submit a vote (public; JSON or form fields). Employer votes await moderation."""
+    location = get_location_or_404(slug)
+    kind = VoteType(vote_type)
+    data = load_body(SUBMISSIONS[kind]())
+    if kind is VoteType.EMPLOYER:
+        slug_given = data.pop("employer", None)
+        employer = (
+            employer_by_slug(location, slug_given)
+            if slug_given
+            else employer_named(location, data["business_name"])
+        )
+        vote = Vote(location_id=location.id, type=kind, active=False, employer=employer, **data)
+        db.session.add(vote)
+        db.session.commit()
+        return {"id": str(vote.id), "status": "received"}, 201
+
+    recipients = vote_recipients(location)
+    message = queue_mail(
+        recipients,
+        "vote",
+        reply_to=data["your_email"],
+        location=location,
+        label=LABELS[kind],
+        vote=Vote(type=kind, **data),
+    )
+    if not recipients:
+        # Kept, not lost: an operator can see it in the outbox and route it by hand.
+        message.status = OutboxStatus.FAILED
+        message.last_error = (
+            "No recipient: set the location's e-mail, an owner, or VOTE_FALLBACK_RECIPIENT."
+        )
+        log.error("vote for %s has no recipient; outbox message %s", location.slug, message.id)
+    db.session.commit()
+    return {"status": "queued"}, 202
+
+
+def filter_votes(stmt: Select, args: dict[str, Any], location: Location) -> Select:
+    if "employer" in args:
+        employer = select(Employer.id).where(
+            Employer.location_id == location.id, Employer.slug == args["employer"]
+        )
+        stmt = stmt.where(Vote.employer_id == employer.scalar_subquery())
+    if "active" in args:
+        stmt = stmt.where(Vote.active.is_(args["active"]))
+    return stmt
+
+
+@bp.get("/")
+def list_votes(slug: str):
+    """List votes, newest first; inactive ones only for those with access."""
+    location = get_location_or_404(slug)
+    args = parse_list_args(VoteListArgs())
+    stmt = filter_votes(visible_votes(location), args, location)
+    return page_response(
+        stmt,
+        args,
+        vote_view(location, many=True).dump,
+        sortable=SORTABLE,
+        default_sort="-createdAt",
+        tiebreak=Vote.id,
+        options=load_employer,
+    )
+
+
+@bp.get("/id/<uuid:vote_id>")
+def get_vote(slug: str, vote_id: uuid.UUID):
+    """Get one vote; an inactive one is a 404 for anyone without access."""
+    location = get_location_or_404(slug)
+    vote = db.session.scalar(visible_votes(location).where(Vote.id == vote_id))
+    if vote is None:
+        abort(404, "No such vote.")
+    return vote_view(location).dump(vote)
+
+
+def resolve_employer(location: Location, data: dict[str, Any]) -> None:
+    if "employer" in data:
+        slug = data.pop("employer")
+        data["employer"] = employer_by_slug(location, slug) if slug else None
+
+
+def vote_of(location: Location, vote_id: uuid.UUID) -> Vote:
+    vote = db.session.scalar(
+        select(Vote).where(Vote.location_id == location.id, Vote.id == vote_id)
+    )
+    if vote is None:
+        abort(404, "No such vote.")
+    return vote
+
+
+@bp.post("/")
+@require_location_access
+def create_vote(location: Location):
+    """Enter a vote by hand (an employer vote, e.g. from paper)."""
+    data = load_body(VoteIn())
+    resolve_employer(location, data)
+    vote = Vote(location_id=location.id, type=VoteType.EMPLOYER, **data)
+    db.session.add(vote)
+    db.session.commit()
+    url = url_for(".get_vote", slug=location.slug, vote_id=vote.id)
+    return created(VoteOut().dump(vote), url)
+
+
+@bp.put("/")
+@require_location_access
+def update_vote(location: Location):
+    """Moderate the vote named by `id`: activate, link an employer, correct the text."""
+    data = load_body(VoteUpdate(), partial=VoteUpdate.CHANGEABLE)
+    vote = vote_of(location, data.pop("id"))
+    resolve_employer(location, data)
+    for field, value in data.items():
+        setattr(vote, field, value)
+    db.session.commit()
+    return VoteOut().dump(vote)
+
+
+@bp.delete("/")
+@require_location_access
+def delete_vote(location: Location):
+    """Delete the vote named by `id`."""
+    data = load_body(VoteUpdate(only=("id",)))
+    db.session.delete(vote_of(location, data["id"]))
+    db.session.commit()
+    return no_content()

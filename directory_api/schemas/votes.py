@@ -1,0 +1,92 @@
+"""Votes: one submission schema per type on a shared base, and two views of a vote."""
+
+from marshmallow import fields
+
+from ..models import VoteType
+from ..pagination import ListArgs
+from .base import BaseSchema, Bool, Email, LongText, Phone, QueryBool, Resource, Slug, Text
+
+
+class VoteSubmission(BaseSchema):
+    """The fields every type shares (all strings; one-line fields refuse line breaks)."""
+
+    your_name = Text(required=True, data_key="yourName")
+    your_email = Email(required=True, data_key="yourEmail")
+    your_phone = Phone(required=True, data_key="yourPhone")
+    business_name = Text(required=True, data_key="businessName")
+    business_branch = Text(required=True, data_key="businessBranch")
+    vote_body = LongText(required=True, data_key="voteBody")
+
+
+class BtobSubmission(VoteSubmission):
+    your_business = Text(required=True, data_key="yourBusiness")
+
+
+class BtocSubmission(VoteSubmission):
+    pass
+
+
+class EmployerSubmission(VoteSubmission):
+    your_position = Text(required=True, data_key="yourPosition")
+    employer = Slug()  # optional: else the employer whose name equals businessName
+
+
+SUBMISSIONS: dict[VoteType, type[VoteSubmission]] = {
+    VoteType.BTOB: BtobSubmission,
+    VoteType.BTOC: BtocSubmission,
+    VoteType.EMPLOYER: EmployerSubmission,
+}
+
+
+class VoteIn(EmployerSubmission):
+    """A vote entered by staff (e.g. from paper): the employer type's fields and moderation."""
+
+    active = Bool(load_default=False)
+    employer = Slug(allow_none=True)
+
+
+class VoteUpdate(VoteIn):
+    """Moderation: `id` names the vote; every other field is optional."""
+
+    id = fields.UUID(required=True)
+    active = Bool()
+
+    CHANGEABLE = (
+        "active",
+        "employer",
+        "your_name",
+        "your_email",
+        "your_phone",
+        "business_name",
+        "business_branch",
+        "vote_body",
+        "your_position",
+    )
+
+
+class VoteOut(Resource):
+    """A vote as those with access to the location see it."""
+
+    type = fields.Function(lambda vote: vote.type.value)
+    active = fields.Boolean()
+    employer = fields.Function(lambda vote: vote.employer.slug if vote.employer else None)
+    your_name = fields.String(data_key="yourName")
+    your_email = fields.String(data_key="yourEmail")
+    your_phone = fields.String(data_key="yourPhone")
+    business_name = fields.String(data_key="businessName")
+    business_branch = fields.String(data_key="businessBranch")
+    vote_body = fields.String(data_key="voteBody")
+    your_business = fields.String(data_key="yourBusiness")
+    your_position = fields.String(data_key="yourPosition")
+
+
+class PublicVoteOut(VoteOut):
+    """A vote as everyone else sees it: no way to reach the person who wrote it."""
+
+    class Meta:
+        exclude = ("your_email", "your_phone")
+
+
+class VoteListArgs(ListArgs):
+    employer = Slug()
+    active = QueryBool()
