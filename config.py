@@ -75,6 +75,8 @@ class Config:
     PROXY_FIX_X_FOR = env_int("PROXY_FIX_X_FOR", 0)
     PROXY_FIX_X_PROTO = env_int("PROXY_FIX_X_PROTO", 0)
     CORS_ORIGINS = env_list("CORS_ORIGINS")
+    # Host names this service answers to (Flask answers 400 to any other Host); empty: any.
+    TRUSTED_HOSTS = env_list("TRUSTED_HOSTS") or None
 
     # Passwords (Argon2id); OWASP's second recommended profile by default.
     ARGON2_TIME_COST = env_int("ARGON2_TIME_COST", 2)
@@ -120,6 +122,8 @@ class TestingConfig(Config):
 class ProductionConfig(Config):
     ENV_NAME = "production"
     ALLOW_SQLITE_IN_PRODUCTION = env_bool("ALLOW_SQLITE_IN_PRODUCTION", False)
+    ALLOW_FILE_SESSIONS = env_bool("ALLOW_FILE_SESSIONS", False)
+    ALLOW_MEMORY_RATELIMITS = env_bool("ALLOW_MEMORY_RATELIMITS", False)
     SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
     JSON_LOG = env_bool("JSON_LOG", True)
 

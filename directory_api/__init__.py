@@ -1,6 +1,5 @@
 """The Directory API application factory."""
 
-import logging
 import os
 from typing import Any
 from urllib.parse import urlsplit
@@ -13,9 +12,11 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from config import get_config
 
 from . import models  # noqa: F401  (every model registered before Alembic looks)
+from .bodies import APIRequest
 from .errors import register_error_handlers
 from .extensions import db, limiter, login_manager, mail, migrate
 from .json_provider import JSONProvider
+from .logs import configure_logging, register_request_logging
 from .protection import register_protection
 from .schemas.base import SlugConverter
 from .security import init_password_hasher
@@ -37,6 +38,7 @@ def create_app(config_name: str | None = None, **overrides: Any) -> Flask:
     """Build the app for `config_name` (development, testing, production; default APP_ENV)."""
     app = Flask(__name__, instance_relative_config=True, static_folder=None)
     app.json = JSONProvider(app)
+    app.request_class = APIRequest
     app.url_map.converters["slug"] = SlugConverter
     app.url_map.strict_slashes = False  # /regions and /regions/ are one endpoint, no redirect
     app.config.from_object(get_config(config_name))
@@ -45,21 +47,12 @@ def create_app(config_name: str | None = None, **overrides: Any) -> Flask:
     configure_database(app)
     check_production_settings(app)
     register_protection(app)
+    register_request_logging(app)
     register_extensions(app)
     register_blueprints(app)
     register_error_handlers(app)
     register_commands(app)
     return app
-
-
-def configure_logging(app: Flask) -> None:
-    """The package logs at LOG_LEVEL to stderr unless the host (gunicorn, pytest) set up logging."""
-    logger = logging.getLogger("directory_api")
-    logger.setLevel(app.config["LOG_LEVEL"])
-    if not logger.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        logger.addHandler(handler)
 
 
 def configure_database(app: Flask) -> None:
@@ -83,6 +76,19 @@ def check_production_settings(app: Flask) -> None:
     if not app.config.get("MAIL_SERVER"):
         # Without SMTP, messages (reset and invitation links included) would only be logged.
         problems.append("set MAIL_SERVER (and MAIL_PORT, MAIL_USERNAME, …) to an SMTP server")
+    # State kept per process or per host would differ between gunicorn workers and hosts.
+    if app.config["SESSION_TYPE"] != "redis" and not app.config.get("ALLOW_FILE_SESSIONS"):
+        problems.append(
+            "set REDIS_URL so sessions are shared by every worker and host "
+            "(or ALLOW_FILE_SESSIONS=1 for a single host)"
+        )
+    if app.config["RATELIMIT_STORAGE_URI"].startswith("memory") and not app.config.get(
+        "ALLOW_MEMORY_RATELIMITS"
+    ):
+        problems.append(
+            "set REDIS_URL (or RATELIMIT_STORAGE_URI) so rate limits count across workers "
+            "(or ALLOW_MEMORY_RATELIMITS=1 to let each worker count alone)"
+        )
     if problems:
         raise RuntimeError("Refusing to start in production: " + "; ".join(problems) + ".")
 

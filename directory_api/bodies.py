@@ -3,10 +3,20 @@
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from flask import current_app, request
+from flask import Request, current_app, request
 from marshmallow import Schema, ValidationError
 
 from .errors import abort
+
+
+class APIRequest(Request):
+    """Flask's request, with the body-decoding failures worded for this API."""
+
+    def on_json_loading_failed(self, e: ValueError | None) -> Any:
+        if e is None:
+            abort(415, "The request body must be application/json.")
+        abort(400, "The request body is not valid JSON.")
+
 
 JSON_MIMETYPE = "application/json"
 FORM_MIMETYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})

@@ -17,7 +17,6 @@ TITLES = {413: "Content Too Large", 422: "Unprocessable Content"}
 
 # Werkzeug's default descriptions speak of "the server" and "the browser"; these speak API.
 DETAILS = {
-    400: "The request body is not valid JSON.",
     404: "No such resource.",
     405: "The method is not allowed on this path.",
     413: "The request body is too large.",

@@ -8,6 +8,9 @@ SAFE = {
     "SECRET_KEY": "a-long-random-production-secret",
     "SQLALCHEMY_DATABASE_URI": "postgresql+psycopg://app@db.internal/directory",
     "MAIL_SERVER": "smtp.internal",
+    "REDIS_URL": "redis://redis.internal:6379/0",
+    "SESSION_TYPE": "redis",
+    "RATELIMIT_STORAGE_URI": "redis://redis.internal:6379/0",
 }
 
 
@@ -18,6 +21,8 @@ SAFE = {
         ({"SQLALCHEMY_DATABASE_URI": None}, "DATABASE_URL"),
         ({"SQLALCHEMY_DATABASE_URI": "sqlite:////tmp/prod.sqlite3"}, "DATABASE_URL"),
         ({"MAIL_SERVER": None}, "MAIL_SERVER"),
+        ({"SESSION_TYPE": "cachelib"}, "sessions are shared"),
+        ({"RATELIMIT_STORAGE_URI": "memory://"}, "rate limits count across workers"),
     ],
 )
 def test_production_refuses_to_start_and_says_what_to_set(tmp_path, missing, says):
@@ -29,6 +34,17 @@ def test_production_refuses_to_start_and_says_what_to_set(tmp_path, missing, say
 def test_production_starts_with_safe_settings(tmp_path):
     app = create_app("production", SESSION_FILE_DIR=str(tmp_path), **SAFE)
     assert app.config["SESSION_COOKIE_SECURE"] is True
+
+
+def test_local_state_in_production_only_when_explicitly_allowed(tmp_path):
+    app = create_app(
+        "production",
+        SESSION_FILE_DIR=str(tmp_path),
+        **{**SAFE, "SESSION_TYPE": "cachelib", "RATELIMIT_STORAGE_URI": "memory://"},
+        ALLOW_FILE_SESSIONS=True,
+        ALLOW_MEMORY_RATELIMITS=True,
+    )
+    assert app.config["SESSION_TYPE"] == "cachelib"
 
 
 def test_sqlite_in_production_only_when_explicitly_allowed(tmp_path):

@@ -30,7 +30,7 @@ def test_wrong_method_is_405_with_allow(client, app):
 
 def test_malformed_json_is_400(super_client, app):
     response = super_client.post("/regions/", data='{"name": ', content_type="application/json")
-    assert_problem(response, 400)
+    assert assert_problem(response, 400)["detail"] == "The request body is not valid JSON."
 
 
 def test_json_that_is_not_an_object_is_422(super_client, app):
@@ -127,3 +127,27 @@ def test_a_missing_trailing_slash_is_not_an_html_redirect(super_client, app):
     listed = super_client.get("/regions")
     assert listed.status_code == 200
     assert listed.get_json()["total"] == 1
+
+
+def test_ready_reports_each_backing_service(client, app):
+    response = client.get("/health/ready")
+    assert response.status_code == 200
+    checks = response.get_json()["checks"]
+    assert checks["database"] == "ok"
+    assert ("redis" in checks) == bool(app.config.get("REDIS_URL"))
+
+
+def test_ready_is_503_naming_what_failed(app_factory):
+    app = app_factory(RATELIMIT_STORAGE_URI="redis://127.0.0.1:1/0")
+    body = assert_problem(app.test_client().get("/health/ready"), 503)
+    assert body["checks"] == {"database": "ok", "redis": "down"}
+    assert "redis" in body["detail"]
+
+
+def test_unknown_hosts_are_refused_when_trusted_hosts_are_set(app_factory):
+    app = app_factory(TRUSTED_HOSTS=["api.example.org"])
+    client = app.test_client()
+    assert client.get("/health", headers={"Host": "api.example.org"}).status_code == 200
+    refused = client.get("/health", headers={"Host": "evil.example"})
+    assert_problem(refused, 400)
+    assert "JSON" not in refused.get_json().get("detail", "")

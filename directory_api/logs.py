@@ -1,0 +1,102 @@
+"""Logging: the request id on every line, one line per request, JSON in production.
+
+Paths are logged with tokens replaced, and no body, query string, password or vote
+detail is ever logged.
+"""
+
+import json
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Flask, Response, g, has_request_context, request
+
+# Path parameters that carry secrets (reset and e-mail confirmation tokens).
+SECRET_PATH_PARAMETERS = frozenset({"token"})
+REQUEST_FIELDS = ("request_id", "method", "path", "status", "duration_ms", "user_id")
+
+request_log = logging.getLogger("directory_api.requests")
+
+
+class RequestIdFilter(logging.Filter):
+    """Stamp every record with the current request's id (or "-" outside requests)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "request_id"):
+            record.request_id = g.get("request_id", "-") if has_request_context() else "-"
+        return True
+
+
+class JSONFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for field in REQUEST_FIELDS:
+            value = getattr(record, field, None)
+            if value is not None:
+                entry[field] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
+
+
+def configure_logging(app: Flask) -> None:
+    """The package logs at LOG_LEVEL to stderr unless the host (pytest) set logging up."""
+    logger = logging.getLogger("directory_api")
+    logger.setLevel(app.config["LOG_LEVEL"])
+    if not any(isinstance(f, RequestIdFilter) for f in logger.filters):
+        logger.addFilter(RequestIdFilter())
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.addFilter(RequestIdFilter())
+    handler.setFormatter(
+        JSONFormatter() if app.config["JSON_LOG"] else logging.Formatter(TEXT_FORMAT)
+    )
+    logger.addHandler(handler)
+    logger.propagate = False
+
+
+def logged_path() -> str:
+    path = request.path
+    for name, value in (request.view_args or {}).items():
+        if name in SECRET_PATH_PARAMETERS and isinstance(value, str) and value:
+            path = path.replace(value, "[redacted]")
+    return path
+
+
+def start_timer() -> None:
+    g.started = time.perf_counter()
+
+
+def log_request(response: Response) -> Response:
+    started = g.get("started")
+    user = g.get("_login_user")  # only if this request loaded one; never loads it for logging
+    request_log.info(
+        "%s %s %s",
+        request.method,
+        logged_path(),
+        response.status_code,
+        extra={
+            "request_id": g.get("request_id"),
+            "method": request.method,
+            "path": logged_path(),
+            "status": response.status_code,
+            "duration_ms": round((time.perf_counter() - started) * 1000, 1) if started else None,
+            "user_id": str(user.id) if getattr(user, "is_authenticated", False) else None,
+        },
+    )
+    return response
+
+
+def register_request_logging(app: Flask) -> None:
+    app.before_request(start_timer)
+    app.after_request(log_request)
