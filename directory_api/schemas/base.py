@@ -67,7 +67,8 @@ class Text(fields.String):
             raise self.make_error("too_long", max=self.max_length)
         if CONTROL_CHARACTERS.search(text):
             raise self.make_error("control")
-        if not self.multiline and ("\n" in text or "\r" in text):
+        # Every line break Python knows (\n, \r, NEL, U+2028, U+2029 …), not only \n and \r.
+        if not self.multiline and len(text.splitlines()) > 1:
             raise self.make_error("line_break")
         return self.clean(text)
 
