@@ -154,6 +154,7 @@ def register_blueprints(app: Flask) -> None:
     from .api import (
         auth,
         categories,
+        docs,
         health,
         listings,
         locations,
@@ -165,7 +166,18 @@ def register_blueprints(app: Flask) -> None:
         votes,
     )
 
-    for module in (health, auth, me, regions, categories, socials, supers, locations, votes):
+    for module in (
+        health,
+        docs,
+        auth,
+        me,
+        regions,
+        categories,
+        socials,
+        supers,
+        locations,
+        votes,
+    ):
         app.register_blueprint(module.bp)
     for blueprint in (members.owners, members.admins, listings.businesses, listings.employers):
         app.register_blueprint(blueprint)

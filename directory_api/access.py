@@ -50,6 +50,7 @@ def login_required(view: Callable) -> Callable:
             abort(401, "Sign in to use this endpoint.")
         return view(*args, **kwargs)
 
+    wrapper.access = "login"  # type: ignore[attr-defined]  (read by the OpenAPI document)
     return wrapper
 
 
@@ -62,6 +63,7 @@ def require_super(view: Callable) -> Callable:
             abort(403, "Only a super may do this.")
         return view(*args, **kwargs)
 
+    wrapper.access = "super"  # type: ignore[attr-defined]
     return wrapper
 
 
@@ -88,6 +90,9 @@ def require_location_role(*roles: Role) -> Callable[[Callable], Callable]:
                 abort(403, "You do not have this role at this location.")
             return view(*args, location=location, **kwargs)
 
+        wrapper.access = (  # type: ignore[attr-defined]
+            "super" if not roles else "owner" if set(roles) == {Role.OWNER} else "access"
+        )
         return wrapper
 
     return decorator

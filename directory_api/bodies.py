@@ -35,7 +35,7 @@ def endpoint_accepts_forms() -> bool:
     return bool(getattr(view, "accepts_forms", False))
 
 
-def load_body(schema: Schema, *, partial: bool = False) -> dict[str, Any]:
+def load_body(schema: Schema) -> dict[str, Any]:
     """Validate the request body: 415 for another media type, 400 for broken JSON, else 422."""
     if request.mimetype == JSON_MIMETYPE:
         data = request.get_json()  # malformed JSON raises 400
@@ -50,7 +50,7 @@ def load_body(schema: Schema, *, partial: bool = False) -> dict[str, Any]:
             errors={"_schema": ["Expected a JSON object."]},
         )
     try:
-        return schema.load(data, partial=partial)
+        return schema.load(data)
     except ValidationError as error:
         abort(422, "The request body has invalid fields.", errors=error.messages)
 

@@ -11,6 +11,7 @@ from ..errors import abort
 from ..extensions import db
 from ..limits import login_per_email, login_per_ip
 from ..models import User
+from ..openapi import spec
 from ..schemas.users import LoginIn, UserOut
 from ..security import hash_password, password_needs_rehash, verify_password
 from .common import no_content
@@ -21,6 +22,9 @@ bp = Blueprint("auth", __name__, url_prefix="/auth")
 @bp.post("/login")
 @login_per_ip
 @login_per_email
+@spec(
+    body=LoginIn, response=UserOut, rate_limited=True, failures={401: "Wrong e-mail or password."}
+)
 def login():
     """Sign in; answers the user and sets the session cookie."""
     data = load_body(LoginIn())
@@ -38,6 +42,7 @@ def login():
 
 @bp.post("/logout")
 @login_required
+@spec(status=204)
 def logout():
     """Sign out; the server forgets the session, so a copied cookie stops working."""
     logout_user()

@@ -11,6 +11,7 @@ from ..errors import abort
 from ..extensions import db
 from ..models import Business, Category, Employer
 from ..models.listing import refresh_search_of_subcategory
+from ..openapi import spec
 from ..schemas.base import TargetSchema
 from ..schemas.categories import CategoryIn, CategoryListArgs, CategoryOut, CategoryUpdate
 from .common import find_target, refuse_if_used
@@ -71,6 +72,7 @@ register_reads(
 
 @bp.post("/")
 @require_super
+@spec(body=CategoryIn, response=CategoryOut, status=201, conflicts=True, not_found=True)
 def create_category():
     """Create a category, or a subcategory when `parent` names a top-level category."""
     data = load_body(CategoryIn())
@@ -80,9 +82,10 @@ def create_category():
 
 @bp.put("/")
 @require_super
+@spec(body=CategoryUpdate, response=CategoryOut, conflicts=True, not_found=True)
 def update_category():
     """Change the category named in the body by `id` or current `slug`."""
-    data = load_body(CategoryUpdate(), partial=True)
+    data = load_body(CategoryUpdate())
     category = find_target(Category, data, what="category")
     if "parent" in data:
         data["parent"] = resolve_parent(data["parent"], category)
@@ -98,6 +101,7 @@ def update_category():
 
 @bp.delete("/")
 @require_super
+@spec(body=TargetSchema, status=204, conflicts=True, not_found=True)
 def delete_category():
     """Delete the category named in the body, unless something still uses it."""
     category = find_target(Category, load_body(TargetSchema()), what="category")

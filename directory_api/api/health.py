@@ -8,6 +8,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import problem
 from ..extensions import db
+from ..openapi import spec
+from ..schemas.common import ReadyOut, StatusOut
 
 bp = Blueprint("health", __name__)
 
@@ -41,6 +43,7 @@ def redis_ok(url: str) -> bool:
 
 
 @bp.get("/health")
+@spec(response=StatusOut)
 def health():
     """Liveness: 200 when the database answers, else 503."""
     if not database_ok():
@@ -49,6 +52,7 @@ def health():
 
 
 @bp.get("/health/ready")
+@spec(response=ReadyOut)
 def ready():
     """Readiness: the database and, when configured, Redis; 503 naming what failed."""
     checks = {"database": "ok" if database_ok() else "down"}

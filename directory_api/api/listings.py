@@ -18,6 +18,7 @@ from ..errors import abort
 from ..extensions import db
 from ..models import Business, Category, Employer, Listing, ListingSocial, Location, Social, Vote
 from ..models.listing import fold
+from ..openapi import spec
 from ..pagination import page_response, parse_list_args, sort_fields
 from ..schemas.base import TargetSchema
 from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
@@ -110,6 +111,7 @@ def listings_blueprint(
     )
 
     @bp.get("/search/<term>")
+    @spec(response=ListingOut, query=ListingListArgs, paged=True)
     def search(slug: str, term: str):
         """Search by words in name, branch, description and subcategory (accents ignored)."""
         criteria = in_location(slug)
@@ -147,6 +149,7 @@ def listings_blueprint(
 
     @bp.post("/")
     @require_location_access
+    @spec(body=ListingIn, response=ListingOut, status=201, conflicts=True)
     def create(location: Location):
         data = load_body(ListingIn())
         resolve_references(data)
@@ -155,14 +158,16 @@ def listings_blueprint(
 
     @bp.put("/")
     @require_location_access
+    @spec(body=ListingUpdate, response=ListingOut, conflicts=True, not_found=True)
     def update(location: Location):
-        data = load_body(ListingUpdate(), partial=True)
+        data = load_body(ListingUpdate())
         item = find_target(model, data, model.location_id == location.id, what=noun)
         resolve_references(data)
         return update_named(item, one, data, model.location_id == location.id)
 
     @bp.delete("/")
     @require_location_access
+    @spec(body=TargetSchema, status=204, conflicts=True, not_found=True)
     def delete(location: Location):
         target = find_target(
             model, load_body(TargetSchema()), model.location_id == location.id, what=noun

@@ -11,7 +11,14 @@ from ..bodies import load_body
 from ..errors import abort
 from ..extensions import db
 from ..models import Business, Employer, Location, Region, Vote
-from ..schemas.locations import OWNER_FIELDS, LocationIn, LocationListArgs, LocationOut
+from ..openapi import spec
+from ..schemas.locations import (
+    OWNER_FIELDS,
+    LocationIn,
+    LocationListArgs,
+    LocationOut,
+    LocationUpdate,
+)
 from .resources import create_named, delete_unused, register_reads, update_named
 
 bp = Blueprint("locations", __name__, url_prefix="/locations")
@@ -57,6 +64,7 @@ def resolve_region(data: dict[str, Any]) -> None:
 
 @bp.post("/")
 @require_super
+@spec(body=LocationIn, response=LocationOut, status=201, conflicts=True)
 def create_location():
     """Create a location."""
     data = load_body(LocationIn())
@@ -66,9 +74,10 @@ def create_location():
 
 @bp.put("/slug/<slug:slug>")
 @require_location_owner
+@spec(body=LocationUpdate, response=LocationOut, conflicts=True)
 def update_location(location: Location):
     """Change a location: supers change everything, its owners only the descriptive fields."""
-    data = load_body(LocationIn(), partial=True)
+    data = load_body(LocationUpdate())
     if not current_user.is_super:
         reserved = sorted(FIELD_NAMES[name] for name in set(data) - OWNER_FIELDS)
         if reserved:
@@ -79,6 +88,7 @@ def update_location(location: Location):
 
 @bp.delete("/slug/<slug:slug>")
 @require_super
+@spec(status=204, conflicts=True)
 def delete_location(slug: str):
     """Delete a location that has no businesses, employers or votes left."""
     location = get_location_or_404(slug)

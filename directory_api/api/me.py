@@ -12,7 +12,9 @@ from ..errors import abort
 from ..extensions import db
 from ..limits import login_per_ip, reset_per_email, reset_per_ip, token_endpoints
 from ..models import TokenPurpose, User
+from ..openapi import spec
 from ..outbox import queue_mail
+from ..schemas.common import DetailOut
 from ..schemas.passwords import password_problems
 from ..schemas.users import (
     EmailUpdateIn,
@@ -44,6 +46,7 @@ def signed_in_user() -> User:
 
 @bp.get("/")
 @login_required
+@spec(response=UserOut)
 def get_me():
     """The signed-in user, with their roles."""
     return UserOut().dump(signed_in_user())
@@ -51,18 +54,20 @@ def get_me():
 
 @bp.put("/id/<uuid:user_id>")
 @login_required
+@spec(body=UserUpdate, response=UserOut)
 def update_user(user_id: uuid.UUID):
     """Change a user's name and phone: your own, or anyone's as a super."""
     if current_user.id != user_id and not current_user.is_super:
         abort(403, "You may only change your own details.")
     user = get_or_404(User, User.id == user_id, what="user")
-    apply_changes(user, load_body(UserUpdate(), partial=True))
+    apply_changes(user, load_body(UserUpdate()))
     db.session.commit()
     return UserOut().dump(user)
 
 
 @bp.post("/register/<uuid:user_id>")
 @token_endpoints
+@spec(body=RegisterIn, response=UserOut, rate_limited=True)
 def register(user_id: uuid.UUID):
     """Accept an invitation: set a password (and name) with the token from the e-mail."""
     data = load_body(RegisterIn())
@@ -89,6 +94,7 @@ def register(user_id: uuid.UUID):
 @bp.post("/password-reset")
 @reset_per_ip
 @reset_per_email
+@spec(body=PasswordResetStartIn, response=DetailOut, status=202, rate_limited=True)
 def start_password_reset():
     """Send a reset link to an active account; the answer never says whether one exists."""
     data = load_body(PasswordResetStartIn())
@@ -102,6 +108,7 @@ def start_password_reset():
 
 @bp.post("/password-reset/<token>")
 @token_endpoints
+@spec(body=PasswordResetIn, status=204, rate_limited=True)
 def complete_password_reset(token: str):
     """Set a new password with a reset token; every session of the account ends."""
     data = load_body(PasswordResetIn())
@@ -119,6 +126,7 @@ def complete_password_reset(token: str):
 @bp.post("/password-update")
 @login_required
 @login_per_ip
+@spec(body=PasswordUpdateIn, status=204, rate_limited=True)
 def update_password():
     """Change your password; your other sessions end, this one stays signed in."""
     data = load_body(PasswordUpdateIn())
@@ -137,6 +145,7 @@ def update_password():
 @bp.post("/email-update")
 @login_required
 @login_per_ip
+@spec(body=EmailUpdateIn, response=DetailOut, status=202, conflicts=True, rate_limited=True)
 def start_email_update():
     """Ask to change your e-mail address; the new address must confirm it."""
     data = load_body(EmailUpdateIn())
@@ -161,6 +170,7 @@ def start_email_update():
 
 @bp.post("/email-update/<token>")
 @token_endpoints
+@spec(response=UserOut, conflicts=True, rate_limited=True)
 def confirm_email_update(token: str):
     """Apply an e-mail change with the token sent to the new address."""
     found = redeem_token(token, TokenPurpose.EMAIL_UPDATE)

@@ -17,7 +17,8 @@ from ..bodies import load_body
 from ..errors import abort
 from ..extensions import db
 from ..models import Location, Membership, Role, User
-from ..pagination import page_response, parse_list_args, sort_fields
+from ..openapi import spec
+from ..pagination import ListArgs, page_response, parse_list_args, sort_fields
 from ..schemas.users import InviteIn, UserOut, UserUpdate
 from .common import apply_changes, created, no_content
 
@@ -57,6 +58,7 @@ def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
 
     @bp.get("/")
     @managed_by
+    @spec(response=UserOut, query=ListArgs, paged=True)
     def list_members(location: Location):
         """List the users holding this role at the location."""
         args = parse_list_args()
@@ -72,12 +74,14 @@ def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
 
     @bp.get("/id/<uuid:user_id>")
     @managed_by
+    @spec(response=UserOut)
     def get_member(location: Location, user_id: uuid.UUID):
         """Get one user holding this role at the location."""
         return UserOut(location=location).dump(member_or_404(location, user_id))
 
     @bp.post("/")
     @managed_by
+    @spec(body=InviteIn, response=UserOut, status=201, conflicts=True)
     def invite_member(location: Location):
         """Give the role to an address: a new user is invited, an existing one notified."""
         data = load_body(InviteIn())
@@ -89,15 +93,17 @@ def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
 
     @bp.put("/id/<uuid:user_id>")
     @managed_by
+    @spec(body=UserUpdate, response=UserOut)
     def update_member(location: Location, user_id: uuid.UUID):
         """Change a member's name and phone."""
         user = member_or_404(location, user_id)
-        apply_changes(user, load_body(UserUpdate(), partial=True))
+        apply_changes(user, load_body(UserUpdate()))
         db.session.commit()
         return UserOut(location=location).dump(user)
 
     @bp.delete("/id/<uuid:user_id>")
     @managed_by
+    @spec(status=204)
     def remove_member(location: Location, user_id: uuid.UUID):
         """Take the role away; the account stays."""
         user = member_or_404(location, user_id)

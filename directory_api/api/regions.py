@@ -6,7 +6,8 @@ from sqlalchemy import select
 from ..access import require_super
 from ..bodies import load_body
 from ..models import Location, Region
-from ..schemas.regions import RegionIn, RegionOut
+from ..openapi import spec
+from ..schemas.regions import RegionIn, RegionOut, RegionUpdate
 from .common import get_or_404
 from .resources import create_named, delete_unused, register_reads, update_named
 
@@ -17,6 +18,7 @@ region_out = RegionOut()
 
 @bp.post("/")
 @require_super
+@spec(body=RegionIn, response=RegionOut, status=201, conflicts=True)
 def create_region():
     """Create a region (slug derived from the name when absent)."""
     return create_named(Region, region_out, load_body(RegionIn()))
@@ -24,14 +26,16 @@ def create_region():
 
 @bp.put("/slug/<slug:slug>")
 @require_super
+@spec(body=RegionUpdate, response=RegionOut, conflicts=True)
 def update_region(slug: str):
     """Rename a region or change its slug."""
     region = get_or_404(Region, Region.slug == slug, what="region")
-    return update_named(region, region_out, load_body(RegionIn(), partial=True))
+    return update_named(region, region_out, load_body(RegionUpdate()))
 
 
 @bp.delete("/slug/<slug:slug>")
 @require_super
+@spec(status=204, conflicts=True)
 def delete_region(slug: str):
     """Delete a region no location uses."""
     region = get_or_404(Region, Region.slug == slug, what="region")

@@ -15,6 +15,7 @@ from sqlalchemy import Select, select
 
 from ..errors import abort
 from ..extensions import db
+from ..openapi import spec
 from ..pagination import ListArgs, page_response, parse_list_args, sort_fields
 from ..slugs import choose_slug
 from .common import apply_changes, created, no_content, refuse_if_used
@@ -72,6 +73,9 @@ def register_reads(
     def get_by_id(item_id: uuid.UUID, **path_args: Any) -> dict[str, Any]:
         return one.dump(find(path_args, model.id == item_id))
 
+    spec(response=out, query=list_args, paged=True)(list_items)
+    spec(response=out)(get_by_slug)
+    spec(response=out)(get_by_id)
     list_items.__doc__ = f"List {what} entries (paged, sortable)."
     get_by_slug.__doc__ = f"Get one {what} by slug."
     get_by_id.__doc__ = f"Get one {what} by id."

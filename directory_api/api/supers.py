@@ -12,7 +12,8 @@ from ..bodies import load_body
 from ..errors import abort
 from ..extensions import db
 from ..models import User
-from ..pagination import page_response, parse_list_args, sort_fields
+from ..openapi import spec
+from ..pagination import ListArgs, page_response, parse_list_args, sort_fields
 from ..schemas.users import InviteIn, UserOut, UserUpdate
 from .common import apply_changes, created, get_or_404, no_content
 
@@ -34,6 +35,7 @@ def make_super(user: User) -> None:
 
 @bp.get("/")
 @require_super
+@spec(response=UserOut, query=ListArgs, paged=True)
 def list_supers():
     """List the supers."""
     args = parse_list_args()
@@ -50,6 +52,7 @@ def list_supers():
 
 @bp.get("/id/<uuid:user_id>")
 @require_super
+@spec(response=UserOut)
 def get_super(user_id: uuid.UUID):
     """Get one super."""
     return user_out.dump(super_or_404(user_id))
@@ -57,6 +60,7 @@ def get_super(user_id: uuid.UUID):
 
 @bp.post("/")
 @require_super
+@spec(body=InviteIn, response=UserOut, status=201, conflicts=True)
 def invite_super():
     """Make an address a super: a new user is invited, an existing one notified."""
     data = load_body(InviteIn())
@@ -66,16 +70,18 @@ def invite_super():
 
 @bp.put("/id/<uuid:user_id>")
 @require_super
+@spec(body=UserUpdate, response=UserOut)
 def update_super(user_id: uuid.UUID):
     """Change a super's name and phone."""
     user = super_or_404(user_id)
-    apply_changes(user, load_body(UserUpdate(), partial=True))
+    apply_changes(user, load_body(UserUpdate()))
     db.session.commit()
     return user_out.dump(user)
 
 
 @bp.delete("/id/<uuid:user_id>")
 @require_super
+@spec(status=204, conflicts=True)
 def revoke_super(user_id: uuid.UUID):
     """Take super rights away (the account stays); the last active super cannot go."""
     user = super_or_404(user_id)

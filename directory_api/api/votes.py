@@ -6,6 +6,7 @@ admins); everyone else gets 404 for them and never sees `yourEmail` or `yourPhon
 
 import logging
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 from flask import Blueprint, current_app, url_for
@@ -20,9 +21,19 @@ from ..extensions import db, limiter
 from ..limits import configured
 from ..models import Employer, Location, Membership, OutboxStatus, Role, User, Vote, VoteType
 from ..models.listing import fold
+from ..openapi import spec
 from ..outbox import queue_mail
 from ..pagination import page_response, parse_list_args
-from ..schemas.votes import SUBMISSIONS, PublicVoteOut, VoteIn, VoteListArgs, VoteOut, VoteUpdate
+from ..schemas.common import ReceivedOut, StatusOut
+from ..schemas.votes import (
+    SUBMISSIONS,
+    PublicVoteOut,
+    VoteIn,
+    VoteListArgs,
+    VoteOut,
+    VoteTarget,
+    VoteUpdate,
+)
 from .common import created, no_content
 
 log = logging.getLogger(__name__)
@@ -89,13 +100,9 @@ def vote_recipients(location: Location) -> list[str]:
     return [fallback] if fallback else []
 
 
-@bp.post("/submit/<any(btob, btoc, employer):vote_type>")
-@limiter.limit(configured("RATELIMIT_VOTES_PER_IP"))
-@accepts_forms
-def submit(slug: str, vote_type: str):
-    """Submit a vote (public; JSON or form fields). Employer votes await moderation."""
+def submit(slug: str, kind: VoteType):
+    """Take a public submission of type `kind` for the location `slug`."""
     location = get_location_or_404(slug)
-    kind = VoteType(vote_type)
     data = load_body(SUBMISSIONS[kind]())
     if kind is VoteType.EMPLOYER:
         slug_given = data.pop("employer", None)
@@ -116,7 +123,7 @@ def submit(slug: str, vote_type: str):
         reply_to=data["your_email"],
         location=location,
         label=LABELS[kind],
-        vote=Vote(type=kind, **data),
+        vote=SimpleNamespace(**data),
     )
     if not recipients:
         # Kept, not lost: an operator can see it in the outbox and route it by hand.
@@ -127,6 +134,37 @@ def submit(slug: str, vote_type: str):
         log.error("vote for %s has no recipient; outbox message %s", location.slug, message.id)
     db.session.commit()
     return {"status": "queued"}, 202
+
+
+# Every type shares one allowance per client IP.
+submissions_per_ip = limiter.shared_limit(configured("RATELIMIT_VOTES_PER_IP"), scope="votes")
+
+
+def submission_route(kind: VoteType) -> None:
+    """POST /submit/<type>: one route per type, so each documents its own body schema."""
+
+    def view(slug: str):
+        return submit(slug, kind)
+
+    view.__name__ = view.__qualname__ = f"submit_{kind.value}"
+    view.__doc__ = (
+        "Submit an employer vote (public); it awaits moderation."
+        if kind is VoteType.EMPLOYER
+        else f"Submit a {LABELS[kind]} vote (public); it is mailed to the location."
+    )
+    answer, status = (ReceivedOut, 201) if kind is VoteType.EMPLOYER else (StatusOut, 202)
+    documented = spec(body=SUBMISSIONS[kind], response=answer, status=status, rate_limited=True)(
+        view
+    )
+    bp.add_url_rule(
+        f"/submit/{kind.value}",
+        view_func=submissions_per_ip(accepts_forms(documented)),
+        methods=["POST"],
+    )
+
+
+for vote_kind in VoteType:
+    submission_route(vote_kind)
 
 
 def filter_votes(stmt: Select, args: dict[str, Any], location: Location) -> Select:
@@ -141,6 +179,7 @@ def filter_votes(stmt: Select, args: dict[str, Any], location: Location) -> Sele
 
 
 @bp.get("/")
+@spec(response=VoteOut, query=VoteListArgs, paged=True)
 def list_votes(slug: str):
     """List votes, newest first; inactive ones only for those with access."""
     location = get_location_or_404(slug)
@@ -158,6 +197,7 @@ def list_votes(slug: str):
 
 
 @bp.get("/id/<uuid:vote_id>")
+@spec(response=VoteOut)
 def get_vote(slug: str, vote_id: uuid.UUID):
     """Get one vote; an inactive one is a 404 for anyone without access."""
     location = get_location_or_404(slug)
@@ -184,6 +224,7 @@ def vote_of(location: Location, vote_id: uuid.UUID) -> Vote:
 
 @bp.post("/")
 @require_location_access
+@spec(body=VoteIn, response=VoteOut, status=201)
 def create_vote(location: Location):
     """Enter a vote by hand (an employer vote, e.g. from paper)."""
     data = load_body(VoteIn())
@@ -197,9 +238,10 @@ def create_vote(location: Location):
 
 @bp.put("/")
 @require_location_access
+@spec(body=VoteUpdate, response=VoteOut, not_found=True)
 def update_vote(location: Location):
     """Moderate the vote named by `id`: activate, link an employer, correct the text."""
-    data = load_body(VoteUpdate(), partial=VoteUpdate.CHANGEABLE)
+    data = load_body(VoteUpdate())
     vote = vote_of(location, data.pop("id"))
     resolve_employer(location, data)
     for field, value in data.items():
@@ -210,9 +252,10 @@ def update_vote(location: Location):
 
 @bp.delete("/")
 @require_location_access
+@spec(body=VoteTarget, status=204, not_found=True)
 def delete_vote(location: Location):
     """Delete the vote named by `id`."""
-    data = load_body(VoteUpdate(only=("id",)))
+    data = load_body(VoteTarget())
     db.session.delete(vote_of(location, data["id"]))
     db.session.commit()
     return no_content()

@@ -1,11 +1,12 @@
 """Field types and the base schema every request and response schema builds on."""
 
+import copy
 import re
 from datetime import UTC, datetime
 from typing import Any
 
 from email_validator import EmailNotValidError, validate_email
-from marshmallow import RAISE, Schema, ValidationError, fields, validate
+from marshmallow import RAISE, Schema, ValidationError, fields, missing, validate
 from werkzeug.routing import BaseConverter
 
 from ..models.base import (
@@ -152,6 +153,19 @@ class Timestamp(fields.Field):
         if value is None:
             return None
         return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def all_optional(schema: type[Schema], name: str) -> type[Schema]:
+    """`schema` for a partial update: every field optional and without a default, so only
+    what is sent changes. Validation and the OpenAPI document both use the result."""
+    overrides: dict[str, fields.Field] = {}
+    for field_name, field in schema._declared_fields.items():
+        if field.required or field.load_default is not missing:
+            clone = copy.copy(field)
+            clone.required = False
+            clone.load_default = missing
+            overrides[field_name] = clone
+    return type(name, (schema,), overrides)
 
 
 class Resource(Schema):

@@ -1,7 +1,7 @@
 from marshmallow import fields
 
 from ..pagination import ListArgs
-from .base import BaseSchema, QueryBool, Resource, Slug, TargetSchema, Text
+from .base import BaseSchema, QueryBool, Resource, Slug, TargetSchema, Text, all_optional
 
 
 class CategoryIn(BaseSchema):
@@ -10,14 +10,17 @@ class CategoryIn(BaseSchema):
     parent = Slug(allow_none=True)  # null makes it a top-level category
 
 
-class CategoryUpdate(CategoryIn, TargetSchema):
+class CategoryUpdate(all_optional(CategoryIn, "CategoryChanges"), TargetSchema):
     """`id` names the target (then `slug` renames it), or `slug` alone names it."""
 
 
 class CategoryOut(Resource):
     slug = fields.String()
     name = fields.String()
-    parent = fields.Function(lambda category: category.parent.slug if category.parent else None)
+    parent = fields.Function(
+        lambda category: category.parent.slug if category.parent else None,
+        metadata={"type": ["string", "null"]},
+    )
 
 
 class CategoryListArgs(ListArgs):

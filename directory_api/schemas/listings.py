@@ -13,6 +13,7 @@ from .base import (
     TargetSchema,
     Text,
     Url,
+    all_optional,
 )
 
 MAX_SOCIALS = 20
@@ -40,12 +41,12 @@ class ListingIn(BaseSchema):
     )
 
 
-class ListingUpdate(ListingIn, TargetSchema):
+class ListingUpdate(all_optional(ListingIn, "ListingChanges"), TargetSchema):
     """`id` names the target (then `slug` renames it), or `slug` alone names it."""
 
 
 class SocialLinkOut(BaseSchema):
-    social = fields.Function(lambda link: link.social.slug)
+    social = fields.Function(lambda link: link.social.slug, metadata={"type": "string"})
     url = fields.String()
 
 
@@ -53,14 +54,15 @@ class ListingOut(Resource):
     slug = fields.String()
     name = fields.String()
     subcategory = fields.Function(
-        lambda listing: listing.subcategory.slug if listing.subcategory else None
+        lambda listing: listing.subcategory.slug if listing.subcategory else None,
+        metadata={"type": ["string", "null"]},
     )
-    description = fields.String()
-    branch = fields.String()
-    email = fields.String()
-    phone = fields.String()
-    address = fields.String()
-    website = fields.String()
+    description = fields.String(allow_none=True)
+    branch = fields.String(allow_none=True)
+    email = fields.String(allow_none=True)
+    phone = fields.String(allow_none=True)
+    address = fields.String(allow_none=True)
+    website = fields.String(allow_none=True)
     socials = fields.List(fields.Nested(SocialLinkOut))
 
 

@@ -1,7 +1,19 @@
 from marshmallow import fields
 
 from ..pagination import ListArgs
-from .base import BaseSchema, Bool, Email, LongText, Phone, QueryBool, Resource, Slug, Text, Url
+from .base import (
+    BaseSchema,
+    Bool,
+    Email,
+    LongText,
+    Phone,
+    QueryBool,
+    Resource,
+    Slug,
+    Text,
+    Url,
+    all_optional,
+)
 
 # What an owner may change at their own location; the rest is for supers.
 OWNER_FIELDS = frozenset({"name", "description", "email", "phone", "address", "website"})
@@ -19,16 +31,22 @@ class LocationIn(BaseSchema):
     website = Url()
 
 
+LocationUpdate = all_optional(LocationIn, "LocationUpdate")
+
+
 class LocationOut(Resource):
     slug = fields.String()
     name = fields.String()
-    region = fields.Function(lambda location: location.region.slug if location.region else None)
+    region = fields.Function(
+        lambda location: location.region.slug if location.region else None,
+        metadata={"type": ["string", "null"]},
+    )
     directory_location = fields.Boolean(data_key="directoryLocation")
-    description = fields.String()
-    email = fields.String()
-    phone = fields.String()
-    address = fields.String()
-    website = fields.String()
+    description = fields.String(allow_none=True)
+    email = fields.String(allow_none=True)
+    phone = fields.String(allow_none=True)
+    address = fields.String(allow_none=True)
+    website = fields.String(allow_none=True)
 
 
 class LocationListArgs(ListArgs):

@@ -1,6 +1,6 @@
 from marshmallow import fields
 
-from .base import BaseSchema, Resource, Slug, TargetSchema, Text, Url
+from .base import BaseSchema, Resource, Slug, TargetSchema, Text, Url, all_optional
 
 
 class SocialIn(BaseSchema):
@@ -9,11 +9,11 @@ class SocialIn(BaseSchema):
     url = Url()
 
 
-class SocialUpdate(SocialIn, TargetSchema):
+class SocialUpdate(all_optional(SocialIn, "SocialChanges"), TargetSchema):
     """`id` names the target (then `slug` renames it), or `slug` alone names it."""
 
 
 class SocialOut(Resource):
     slug = fields.String()
     name = fields.String()
-    url = fields.String()
+    url = fields.String(allow_none=True)

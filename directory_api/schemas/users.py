@@ -13,12 +13,24 @@ class UserOut(Resource):
     """A user. Seen through one location (owners, admins), only that location's role shows."""
 
     email = fields.String()
-    name = fields.String()
-    phone = fields.String()
+    name = fields.String(allow_none=True)
+    phone = fields.String(allow_none=True)
     is_super = fields.Boolean(data_key="isSuper")
-    status = fields.String()
-    roles = fields.Method("get_roles")
-    last_login_at = Timestamp(data_key="lastLoginAt")
+    status = fields.String(metadata={"enum": ["invited", "active"]})
+    roles = fields.Method(
+        "get_roles",
+        metadata={
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "location": {"type": "string"},
+                    "role": {"enum": ["owner", "admin"]},
+                },
+            },
+        },
+    )
+    last_login_at = Timestamp(data_key="lastLoginAt", allow_none=True)
 
     class Meta:
         exclude = ("updated_at",)

@@ -4,7 +4,18 @@ from marshmallow import fields
 
 from ..models import VoteType
 from ..pagination import ListArgs
-from .base import BaseSchema, Bool, Email, LongText, Phone, QueryBool, Resource, Slug, Text
+from .base import (
+    BaseSchema,
+    Bool,
+    Email,
+    LongText,
+    Phone,
+    QueryBool,
+    Resource,
+    Slug,
+    Text,
+    all_optional,
+)
 
 
 class VoteSubmission(BaseSchema):
@@ -45,39 +56,33 @@ class VoteIn(EmployerSubmission):
     employer = Slug(allow_none=True)
 
 
-class VoteUpdate(VoteIn):
-    """Moderation: `id` names the vote; every other field is optional."""
-
+class VoteTarget(BaseSchema):
     id = fields.UUID(required=True)
-    active = Bool()
 
-    CHANGEABLE = (
-        "active",
-        "employer",
-        "your_name",
-        "your_email",
-        "your_phone",
-        "business_name",
-        "business_branch",
-        "vote_body",
-        "your_position",
-    )
+
+class VoteUpdate(all_optional(VoteIn, "VoteChanges"), VoteTarget):
+    """Moderation: `id` names the vote; every other field is optional."""
 
 
 class VoteOut(Resource):
     """A vote as those with access to the location see it."""
 
-    type = fields.Function(lambda vote: vote.type.value)
+    type = fields.Function(
+        lambda vote: vote.type.value, metadata={"enum": ["btob", "btoc", "employer"]}
+    )
     active = fields.Boolean()
-    employer = fields.Function(lambda vote: vote.employer.slug if vote.employer else None)
+    employer = fields.Function(
+        lambda vote: vote.employer.slug if vote.employer else None,
+        metadata={"type": ["string", "null"]},
+    )
     your_name = fields.String(data_key="yourName")
     your_email = fields.String(data_key="yourEmail")
-    your_phone = fields.String(data_key="yourPhone")
+    your_phone = fields.String(data_key="yourPhone", allow_none=True)
     business_name = fields.String(data_key="businessName")
-    business_branch = fields.String(data_key="businessBranch")
+    business_branch = fields.String(data_key="businessBranch", allow_none=True)
     vote_body = fields.String(data_key="voteBody")
-    your_business = fields.String(data_key="yourBusiness")
-    your_position = fields.String(data_key="yourPosition")
+    your_business = fields.String(data_key="yourBusiness", allow_none=True)
+    your_position = fields.String(data_key="yourPosition", allow_none=True)
 
 
 class PublicVoteOut(VoteOut):
