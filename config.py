@@ -96,6 +96,8 @@ class Config:
 
     JSON_LOG = env_bool("JSON_LOG", False)
     LOG_LEVEL = env("LOG_LEVEL", "INFO")
+    # bench/ only: adds /bench/bare, the ceiling the benchmarks compare against.
+    BENCH_MODE = env_bool("BENCH_MODE", False)
 
 
 class DevelopmentConfig(Config):

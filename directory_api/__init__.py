@@ -181,6 +181,10 @@ def register_blueprints(app: Flask) -> None:
         app.register_blueprint(module.bp)
     for blueprint in (members.owners, members.admins, listings.businesses, listings.employers):
         app.register_blueprint(blueprint)
+    if app.config.get("BENCH_MODE"):
+        from .api import bench
+
+        app.register_blueprint(bench.bp)
 
 
 def register_commands(app: Flask) -> None:

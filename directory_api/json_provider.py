@@ -1,19 +1,25 @@
-"""JSON in and out. Input is UTF-8 only, and nesting too deep to parse is a 400, not a 500."""
+"""JSON in and out through orjson: fast, UTF-8 only, no NaN, nesting capped (a 400, not a 500)."""
 
 from typing import Any
 
-from flask.json.provider import DefaultJSONProvider
+import orjson
+from flask import Response
+from flask.json.provider import JSONProvider as BaseJSONProvider
+
+OPTIONS = orjson.OPT_NON_STR_KEYS
 
 
-class JSONProvider(DefaultJSONProvider):
-    sort_keys = False
-    ensure_ascii = False
+class JSONProvider(BaseJSONProvider):
+    mimetype = "application/json"
+
+    def dumps(self, obj: Any, **kwargs: Any) -> str:
+        return orjson.dumps(obj, option=OPTIONS).decode()
 
     def loads(self, s: str | bytes, **kwargs: Any) -> Any:
-        try:
-            if isinstance(s, bytes | bytearray):
-                s = s.decode("utf-8")  # json.loads would also guess UTF-16 and UTF-32
-            return super().loads(s, **kwargs)
-        except RecursionError as error:
-            # Flask answers a ValueError from here with 400 Bad Request.
-            raise ValueError("JSON nested too deeply") from error
+        # orjson raises JSONDecodeError (a ValueError, which Flask answers with 400) for
+        # bytes that are not UTF-8, for NaN, and for nesting deeper than 1024 levels.
+        return orjson.loads(s)
+
+    def response(self, *args: Any, **kwargs: Any) -> Response:
+        obj = self._prepare_response_obj(args, kwargs)
+        return self._app.response_class(orjson.dumps(obj, option=OPTIONS), mimetype=self.mimetype)

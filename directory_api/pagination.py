@@ -82,14 +82,26 @@ def page_response(
     (eager loads) for the page's rows.
     """
     page, per_page = args["page"], args["per_page"]
-    total = db.session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery()))
+    # COUNT(*) over the same FROM and WHERE: no subquery that would carry every column.
+    total = db.session.scalar(
+        stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None)
+    )
     sort = args.get("sort")
     if sort is None and not isinstance(default_sort, str):
         clauses = [*default_sort, tiebreak.asc()]
     else:
         clauses = order_by(sort or default_sort, sortable, tiebreak)
-    page_stmt = stmt.options(*options).order_by(*clauses).limit(per_page)
-    rows = db.session.scalars(page_stmt.offset((page - 1) * per_page)).unique()
+    # A deferred join: the page's ids come from the index alone (cheap even deep in a
+    # long list), then only those rows are loaded, with what the output shows.
+    page_ids = (
+        stmt.with_only_columns(tiebreak, maintain_column_froms=True)
+        .order_by(*clauses)
+        .limit(per_page)
+        .offset((page - 1) * per_page)
+    )
+    entity = stmt.column_descriptions[0]["entity"]
+    page_stmt = select(entity).where(tiebreak.in_(page_ids)).options(*options).order_by(*clauses)
+    rows = db.session.scalars(page_stmt).unique()
     response = jsonify(
         {"items": dump(list(rows)), "page": page, "perPage": per_page, "total": total}
     )

@@ -523,3 +523,26 @@ def test_search_on_100k_businesses_uses_the_trigram_index(app, client):
     with db.engine.connect() as connection:
         plan = connection.exec_driver_sql("EXPLAIN " + statement, parameters).scalars().all()
     assert any("ix_listings_search_text_trgm" in line for line in plan), "\n".join(plan)
+
+
+@pytest.mark.skipif(bool(PG_URL), reason="the FTS5 index is SQLite's (PostgreSQL uses pg_trgm)")
+def test_search_on_sqlite_goes_through_the_fts5_trigram_index(app, client):
+    location = make_location("big")
+    for number in range(50):
+        make_listing("business", location, f"b-{number}", name=f"Shop {number}")
+    captured: list[tuple[str, object]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany):
+        if "MATCH" in statement and "count(" not in statement:
+            captured.append((statement, parameters))
+
+    event.listen(db.engine, "before_cursor_execute", capture)
+    try:
+        response = client.get("/locations/big/businesses/search/shop%2042")
+    finally:
+        event.remove(db.engine, "before_cursor_execute", capture)
+    assert [item["slug"] for item in response.get_json()["items"]] == ["b-42"]
+    statement, parameters = captured[-1]
+    with db.engine.connect() as connection:
+        plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters).all()
+    assert any("listings_fts VIRTUAL TABLE INDEX" in str(row) for row in plan), plan

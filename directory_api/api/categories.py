@@ -4,6 +4,7 @@ from typing import Any
 
 from flask import Blueprint
 from sqlalchemy import Select, select
+from sqlalchemy.orm import joinedload
 
 from ..access import require_super
 from ..bodies import load_body
@@ -67,6 +68,7 @@ register_reads(
     what="category",
     list_args=CategoryListArgs,
     filters=filter_categories,
+    options=(joinedload(Category.parent),),
 )
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint
-from sqlalchemy import Select, case, select
+from sqlalchemy import Select, case, literal_column, select, text
 from sqlalchemy.orm import joinedload, selectinload
 
 from ..access import require_location_access
@@ -22,6 +22,7 @@ from ..openapi import spec
 from ..pagination import page_response, parse_list_args, sort_fields
 from ..schemas.base import TargetSchema
 from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
+from ..types import SQLITE_SEARCH_TABLE
 from .common import find_target
 from .resources import create_named, delete_unused, register_reads, update_named
 
@@ -81,6 +82,25 @@ def escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def sqlite_search_index(words: list[str]) -> list[Any]:
+    """On SQLite, narrow through the FTS5 trigram index (migration 0003) first.
+
+    Trigrams need three characters; shorter words are left to the LIKE filters alone.
+    PostgreSQL needs nothing here: its trigram index serves the LIKE filters directly.
+    """
+    if db.session.get_bind().dialect.name != "sqlite":
+        return []
+    phrases = ['"' + word.replace('"', '""') + '"' for word in words if len(word) >= 3]
+    if not phrases:
+        return []
+    matches = (
+        select(literal_column("rowid"))
+        .select_from(text(SQLITE_SEARCH_TABLE))
+        .where(text(f"{SQLITE_SEARCH_TABLE} MATCH :phrases").bindparams(phrases=" ".join(phrases)))
+    )
+    return [literal_column("listings.rowid").in_(matches)]
+
+
 def listings_blueprint(
     model: type[Listing], plural: str, noun: str, uses: Callable[[Listing], dict[str, Select]]
 ) -> Blueprint:
@@ -126,7 +146,9 @@ def listings_blueprint(
         folded = fold(term)
         words = [escape_like(word) for word in folded.split()]
         stmt = select(model).where(
-            *criteria, *(model.search_text.like(f"%{word}%", escape="\\") for word in words)
+            *criteria,
+            *sqlite_search_index(folded.split()),
+            *(model.search_text.like(f"%{word}%", escape="\\") for word in words),
         )
         whole = escape_like(folded)
         relevance = case(

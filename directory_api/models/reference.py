@@ -22,7 +22,7 @@ class Category(IdMixin, SlugNameMixin, TimestampMixin, db.Model):
         ForeignKey("categories.id", ondelete="RESTRICT"), index=True
     )
 
-    parent: Mapped["Category | None"] = relationship(remote_side="Category.id", lazy="joined")
+    parent: Mapped["Category | None"] = relationship(remote_side="Category.id")
 
 
 class Social(IdMixin, SlugNameMixin, TimestampMixin, db.Model):

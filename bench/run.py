@@ -1,0 +1,414 @@
+"""Benchmarks: the service under load, side by side with Flask's own ceiling.
+
+    python bench/run.py [--databases sqlite postgresql] [--duration 10]
+
+For each database it seeds a location with 1k and one with 100k businesses (on PostgreSQL
+also eight more of 100k, 1M in all), starts gunicorn (2 workers, bench mode: limits off,
+/bench/bare on), loads each scenario with wrk from a second process over loopback, and
+writes bench/RESULTS.md. Targets are ratios measured in the same run, because absolute
+numbers drift on small shared machines.
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+sys.path.insert(0, str(ROOT))
+
+PASSWORD = "bench passphrase"  # noqa: S105  (a throwaway account in a throwaway database)
+WORDS_A = [
+    "golden",
+    "silver",
+    "harbour",
+    "village",
+    "corner",
+    "little",
+    "royal",
+    "green",
+    "northern",
+    "old",
+    "new",
+    "blue",
+    "happy",
+    "quiet",
+    "bright",
+    "urban",
+    "coastal",
+    "rustic",
+    "modern",
+    "grand",
+]
+WORDS_B = [
+    "bakery",
+    "cafe",
+    "kitchen",
+    "books",
+    "tailors",
+    "garage",
+    "studio",
+    "market",
+    "pharmacy",
+    "florist",
+    "gallery",
+    "barber",
+    "deli",
+    "brewery",
+    "print",
+    "yoga",
+    "bistro",
+    "hardware",
+    "cycles",
+    "optician",
+]
+SEARCH_TERM = "golden bakery"
+VOTE = {
+    "yourName": "Bench Voter",
+    "yourEmail": "voter@example.org",
+    "yourPhone": "+44 1",
+    "businessName": "Golden Bakery",
+    "businessBranch": "Main",
+    "voteBody": "Lovely bread.",
+}
+TARGETS = [
+    # (label, numerator, denominator, metric, comparison, target)
+    ("business list page ÷ bare Flask JSON, req/s", "list_1k", "bare", "rps", ">=", 0.5),
+    ("list page at 100k ÷ at 1k, p50 latency", "list_100k", "list_1k", "p50", "<=", 1.3),
+    ("search at 100k ÷ list page, req/s", "search_100k", "list_1k", "rps", ">=", 0.5),
+    ("deep page (page 2000) ÷ first page, p50 latency", "deep_100k", "list_100k", "p50", "<=", 1.5),
+    ("vote submission ÷ list page, req/s", "vote", "list_1k", "rps", ">=", 0.7),
+    ("signed-in GET /me/ ÷ anonymous GET /regions/, req/s", "me", "regions", "rps", ">=", 0.8),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def ensure_wrk() -> str:
+    found = shutil.which("wrk")
+    if found:
+        return found
+    print("installing wrk (Debian package)…", flush=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True)
+    return shutil.which("wrk") or sys.exit("wrk is not available")
+
+
+def database_urls(kind: str) -> str:
+    if kind == "sqlite":
+        path = OUT / "bench.sqlite3"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return f"sqlite:///{path}"
+    admin = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1/postgres")
+    name = "dirapi_bench"
+    subprocess.run(["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {name}"], check=True)
+    subprocess.run(["psql", admin, "-qc", f"CREATE DATABASE {name}"], check=True)
+    return admin.rsplit("/", 1)[0] + "/" + name
+
+
+def seed(database_url: str, *, filler_locations: int) -> None:
+    """Migrate and load the bench data straight through SQLAlchemy Core (fast)."""
+    from flask_migrate import upgrade
+    from sqlalchemy import insert, text
+
+    from directory_api import create_app
+    from directory_api.extensions import db
+    from directory_api.models import (
+        Category,
+        Listing,
+        ListingSocial,
+        Location,
+        Region,
+        Social,
+        User,
+    )
+    from directory_api.models.listing import fold
+    from directory_api.security import hash_password
+
+    app = create_app(
+        "development", SQLALCHEMY_DATABASE_URI=database_url, SESSION_FILE_DIR=str(OUT / "sessions")
+    )
+    rng = random.Random(7)
+    with app.app_context():
+        upgrade()
+        region = Region(slug="north", name="North")
+        food = Category(slug="food", name="Food")
+        cafes = Category(slug="cafes", name="Cafés", parent=food)
+        instagram = Social(slug="instagram", name="Instagram", url="https://instagram.com")
+        db.session.add_all([region, food, cafes, instagram])
+        for slug, name in (("alpha", "Alpha"), ("beta", "Beta"), ("gamma", "Gamma")):
+            db.session.add(Region(slug=slug, name=name))
+        db.session.add(
+            User(email="bench@example.org", password_hash=hash_password(PASSWORD), is_super=True)
+        )
+        db.session.commit()
+        sizes = {"bench-1k": 1_000, "bench-100k": 100_000}
+        sizes |= {f"bench-fill-{n}": 100_000 for n in range(filler_locations)}
+        now = datetime.now(UTC)
+        for slug, size in sizes.items():
+            location = Location(
+                slug=slug,
+                name=slug.replace("-", " ").title(),
+                region=region,
+                email=f"{slug}@example.org",
+            )
+            db.session.add(location)
+            db.session.commit()
+            started = time.monotonic()
+            for chunk_start in range(0, size, 5_000):
+                rows, links = [], []
+                for number in range(chunk_start, min(size, chunk_start + 5_000)):
+                    name = f"{rng.choice(WORDS_A).title()} {rng.choice(WORDS_B).title()} {number}"
+                    description = "Family run since 1990, open every day."
+                    listing_id = uuid.uuid4()
+                    rows.append(
+                        {
+                            "id": listing_id,
+                            "kind": "business",
+                            "location_id": location.id,
+                            "slug": f"b-{number}",
+                            "name": name,
+                            "subcategory_id": cafes.id,
+                            "description": description,
+                            "branch": None,
+                            "search_name": fold(name),
+                            "search_text": " ".join(fold(p) for p in (name, description, "Cafés")),
+                            "created_at": now,
+                            "updated_at": now,
+                        }
+                    )
+                    links.append(
+                        {
+                            "listing_id": listing_id,
+                            "social_id": instagram.id,
+                            "url": f"https://instagram.com/b{number}",
+                            "position": 0,
+                        }
+                    )
+                db.session.execute(insert(Listing.__table__), rows)
+                db.session.execute(insert(ListingSocial.__table__), links)
+                db.session.commit()
+            print(
+                f"  seeded {slug}: {size} businesses in {time.monotonic() - started:.0f}s",
+                flush=True,
+            )
+        db.session.execute(text("ANALYZE"))
+        db.session.commit()
+        if db.engine.dialect.name == "postgresql":
+            with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+                c.execute(text("VACUUM ANALYZE"))
+        db.engine.dispose()
+
+
+def queries_per_list(database_url: str) -> dict[int, int]:
+    """SQL statements one list request runs, by page size (measured in-process)."""
+    from sqlalchemy import event
+
+    from directory_api import create_app
+    from directory_api.extensions import db
+
+    app = create_app(
+        "development", SQLALCHEMY_DATABASE_URI=database_url, SESSION_FILE_DIR=str(OUT / "sessions")
+    )
+    statements: list[str] = []
+    with app.app_context():
+        event.listen(db.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    client = app.test_client()
+    counts = {}
+    for per_page in (1, 20, 100):
+        statements.clear()
+        response = client.get(f"/locations/bench-100k/businesses/?perPage={per_page}")
+        assert response.status_code == 200, response.get_json()
+        counts[per_page] = len(statements)
+    return counts
+
+
+def start_server(database_url: str, kind: str, port: int) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "APP_ENV": "production",
+        "BENCH_MODE": "1",
+        "FLASK_APP": "wsgi",
+        "SECRET_KEY": "bench-secret",
+        "DATABASE_URL": database_url,
+        "MAIL_SERVER": "127.0.0.1",
+        "RATELIMIT_ENABLED": "false",
+        "SESSION_COOKIE_SECURE": "false",
+        "GUNICORN_BIND": f"127.0.0.1:{port}",
+        "WEB_CONCURRENCY": "2",
+        "SESSION_FILE_DIR": str(OUT / "sessions"),
+    }
+    if kind == "sqlite":
+        env |= {
+            "ALLOW_SQLITE_IN_PRODUCTION": "1",
+            "ALLOW_FILE_SESSIONS": "1",
+            "ALLOW_MEMORY_RATELIMITS": "1",
+        }
+    else:
+        env |= {
+            "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
+            "SESSION_KEY_PREFIX": f"bench-{uuid.uuid4().hex[:6]}:",
+        }
+    log = (OUT / f"gunicorn-{kind}.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    for _ in range(100):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                return process
+        except OSError:
+            time.sleep(0.2)
+    process.terminate()
+    sys.exit(f"gunicorn did not start; see {log.name}")
+
+
+def sign_in(port: int) -> str:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/auth/login",
+        data=json.dumps({"email": "bench@example.org", "password": PASSWORD}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request) as response:
+        return response.headers["Set-Cookie"].split(";")[0]
+
+
+UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def run_wrk(
+    wrk: str, url: str, duration: int, *, script: Path | None = None, headers: tuple[str, ...] = ()
+) -> dict[str, float]:
+    command = [wrk, "-t1", "-c4", f"-d{duration}s", "--latency", url]
+    for header in headers:
+        command[1:1] = ["-H", header]
+    if script:
+        command[1:1] = ["-s", str(script)]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
+    latency = {
+        int(p): float(v) * UNITS[u]
+        for p, v, u in re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", output, re.M)
+    }
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    if errors:
+        sys.exit(f"{url}: {errors.group(1)} error responses\n{output}")
+    return {"rps": rps, "p50": latency[50], "p99": latency[99]}
+
+
+def bench_database(kind: str, wrk: str, duration: int) -> dict:
+    print(f"== {kind}", flush=True)
+    url = database_urls(kind)
+    seed(url, filler_locations=8 if kind == "postgresql" else 0)
+    queries = queries_per_list(url)
+    port = free_port()
+    server = start_server(url, kind, port)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        cookie = sign_in(port)
+        vote_script = OUT / "vote.lua"
+        vote_script.write_text(
+            'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+            f"wrk.body = {json.dumps(json.dumps(VOTE))}\n"
+        )
+        term = SEARCH_TERM.replace(" ", "%20")
+        scenarios = {
+            "bare": (f"{base}/bench/bare", {}),
+            "regions": (f"{base}/regions/", {}),
+            "list_1k": (f"{base}/locations/bench-1k/businesses/?perPage=20", {}),
+            "list_100k": (f"{base}/locations/bench-100k/businesses/?perPage=20", {}),
+            "deep_100k": (f"{base}/locations/bench-100k/businesses/?perPage=20&page=2000", {}),
+            "search_100k": (f"{base}/locations/bench-100k/businesses/search/{term}", {}),
+            "me": (f"{base}/me/", {"headers": (f"Cookie: {cookie}",)}),
+            "vote": (f"{base}/locations/bench-1k/votes/submit/btoc", {"script": vote_script}),
+        }
+        results = {}
+        for name, (target, options) in scenarios.items():
+            run_wrk(wrk, target, 2, **options)  # warm up
+            results[name] = run_wrk(wrk, target, duration, **options)
+            r = results[name]
+            print(
+                f"  {name:12} {r['rps']:8.0f} req/s  p50 {r['p50']:6.2f} ms  "
+                f"p99 {r['p99']:6.2f} ms",
+                flush=True,
+            )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return {"scenarios": results, "queries": queries}
+
+
+def ratio_rows(results: dict) -> list[str]:
+    rows = []
+    scenarios = results["scenarios"]
+    for label, top, bottom, metric, comparison, target in TARGETS:
+        value = scenarios[top][metric] / scenarios[bottom][metric]
+        met = value >= target if comparison == ">=" else value <= target
+        rows.append(
+            f"| {label} | {value:.2f} | {comparison} {target} | {'met' if met else '**not met**'} |"
+        )
+    queries = results["queries"]
+    constant = len(set(queries.values())) == 1
+    per_page = ", ".join(f"perPage {k}: {v}" for k, v in queries.items())
+    rows.append(
+        f"| SQL queries per list request | {per_page} | constant in perPage | "
+        f"{'met' if constant else '**not met**'} |"
+    )
+    return rows
+
+
+def write_results(all_results: dict[str, dict], duration: int) -> Path:
+    lines = [
+        "# Benchmark results",
+        "",
+        f"`make bench` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores: "
+        f"gunicorn with 2 sync workers, wrk (1 thread, 4 connections, {duration} s per "
+        "scenario after a 2 s warm-up) on loopback. Ratios compare scenarios of the same run.",
+        "",
+    ]
+    for kind, results in all_results.items():
+        lines += [f"## {kind}", "", "| scenario | req/s | p50 ms | p99 ms |", "|---|---|---|---|"]
+        for name, r in results["scenarios"].items():
+            lines.append(f"| {name} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} |")
+        lines += ["", "| ratio | measured | target | |", "|---|---|---|---|"]
+        lines += ratio_rows(results)
+        lines.append("")
+    path = ROOT / "bench" / "RESULTS.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--databases", nargs="+", default=["sqlite", "postgresql"], choices=["sqlite", "postgresql"]
+    )
+    parser.add_argument("--duration", type=int, default=10, help="seconds per scenario")
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    wrk = ensure_wrk()
+    results = {kind: bench_database(kind, wrk, args.duration) for kind in args.databases}
+    print(f"wrote {write_results(results, args.duration)}")
+
+
+if __name__ == "__main__":
+    main()
