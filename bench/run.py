@@ -137,7 +137,7 @@ def seed(database_url: str, *, filler_locations: int) -> None:
         Social,
         User,
     )
-    from directory_api.models.listing import fold
+    from directory_api.models.listing import fold, recount_listings
     from directory_api.security import hash_password
 
     app = create_app(
@@ -207,6 +207,8 @@ def seed(database_url: str, *, filler_locations: int) -> None:
                 f"  seeded {slug}: {size} businesses in {time.monotonic() - started:.0f}s",
                 flush=True,
             )
+        recount_listings()  # the rows above bypassed the ORM that keeps the counts
+        db.session.commit()
         db.session.execute(text("ANALYZE"))
         db.session.commit()
         if db.engine.dialect.name == "postgresql":

@@ -1,4 +1,4 @@
-"""Flask CLI commands: create-super, seed-demo, outbox send|worker."""
+"""Flask CLI commands: create-super, seed-demo, outbox send|worker, listings recount."""
 
 from typing import Any
 
@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from .extensions import db
 from .models import Business, Category, Employer, ListingSocial, Location, Region, Social, User
+from .models.listing import recount_listings
 from .outbox import deliver_due, run_worker
 from .schemas.base import Email
 from .schemas.passwords import password_problems
@@ -169,4 +170,16 @@ def outbox_worker(interval: float) -> None:
     run_worker(interval)
 
 
-commands = [create_super, seed_demo, outbox]
+listings = AppGroup("listings", help="Maintenance of businesses and employers.")
+
+
+@listings.command("recount")
+@with_appcontext
+def listings_recount() -> None:
+    """Recompute the stored listing counts (after loading listings outside the app)."""
+    recount_listings()
+    db.session.commit()
+    click.echo("listing counts recomputed")
+
+
+commands = [create_super, seed_demo, outbox, listings]

@@ -74,18 +74,21 @@ def page_response(
     default_sort: str | list[Any],
     tiebreak: Any,
     options: Sequence[Any] = (),
+    total: int | None = None,
 ) -> Response:
     """Run one page of `stmt` and answer it with items, counts and Link header.
 
     `default_sort` is a sort parameter ("name") or, for orders no client can name
     (search relevance), a list of SQL order clauses. `options` are loader options
-    (eager loads) for the page's rows.
+    (eager loads) for the page's rows. `total`, when the caller knows it (a stored count),
+    saves the COUNT(*).
     """
     page, per_page = args["page"], args["per_page"]
-    # COUNT(*) over the same FROM and WHERE: no subquery that would carry every column.
-    total = db.session.scalar(
-        stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None)
-    )
+    if total is None:
+        # COUNT(*) over the same FROM and WHERE: no subquery that would carry every column.
+        total = db.session.scalar(
+            stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None)
+        )
     sort = args.get("sort")
     if sort is None and not isinstance(default_sort, str):
         clauses = [*default_sort, tiebreak.asc()]

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint
+from flask import Blueprint, g
 from sqlalchemy import Select, case, literal_column, select, text
 from sqlalchemy.orm import joinedload, selectinload
 
@@ -16,7 +16,17 @@ from ..access import require_location_access
 from ..bodies import load_body
 from ..errors import abort
 from ..extensions import db
-from ..models import Business, Category, Employer, Listing, ListingSocial, Location, Social, Vote
+from ..models import (
+    Business,
+    Category,
+    Employer,
+    Listing,
+    ListingCount,
+    ListingSocial,
+    Location,
+    Social,
+    Vote,
+)
 from ..models.listing import fold
 from ..openapi import spec
 from ..pagination import page_response, parse_list_args, sort_fields
@@ -34,10 +44,13 @@ def invalid(field: str, message: Any) -> None:
 
 
 def location_id_or_404(slug: str) -> uuid.UUID:
-    location_id = db.session.scalar(select(Location.id).where(Location.slug == slug))
-    if location_id is None:
+    """The id of the location in the path, looked up once per request."""
+    known = g.setdefault("location_ids", {})
+    if slug not in known:
+        known[slug] = db.session.scalar(select(Location.id).where(Location.slug == slug))
+    if known[slug] is None:
         abort(404, "No such location.")
-    return location_id
+    return known[slug]
 
 
 def resolve_subcategory(slug: str | None) -> Category | None:
@@ -119,6 +132,18 @@ def listings_blueprint(
             stmt = stmt.where(model.subcategory_id == category.scalar_subquery())
         return stmt
 
+    def stored_total(args: dict[str, Any], slug: str) -> int | None:
+        """The unfiltered list's total, kept by the ORM; a filtered list counts its rows."""
+        if "subcategory" in args:
+            return None
+        total = db.session.scalar(
+            select(ListingCount.total).where(
+                ListingCount.location_id == location_id_or_404(slug),
+                ListingCount.kind == model.__mapper__.polymorphic_identity,
+            )
+        )
+        return total or 0
+
     register_reads(
         bp,
         model,
@@ -128,6 +153,7 @@ def listings_blueprint(
         filters=filter_subcategory,
         scope=in_location,
         options=load,
+        stored_total=stored_total,
     )
 
     @bp.get("/search/<term>")

@@ -33,11 +33,13 @@ def register_reads(
     filters: Filters | None = None,
     scope: Callable[..., list[Any]] | None = None,
     options: Sequence[Any] = (),
+    stored_total: Callable[..., int | None] | None = None,
 ) -> None:
     """GET / (paged, sorted, filtered), GET /slug/:slug and GET /id/:id for `model`.
 
     `scope(**path_args)` returns the criteria confining reads to a parent named in the path
-    (and answers 404 for an unknown parent); `options` eager-load what the output shows.
+    (and answers 404 for an unknown parent); `options` eager-load what the output shows;
+    `stored_total(args, **path_args)` may answer the list's total without counting.
     """
     sortable = sort_fields(model)
     one, many = out(), out(many=True)
@@ -65,6 +67,7 @@ def register_reads(
             default_sort="name",
             tiebreak=model.id,
             options=options,
+            total=stored_total(args, **path_args) if stored_total is not None else None,
         )
 
     def get_by_slug(item_slug: str, **path_args: Any) -> dict[str, Any]:

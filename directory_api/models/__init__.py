@@ -1,7 +1,7 @@
 """All models, importable from one place (Alembic's autogenerate sees them all here)."""
 
 from .base import utcnow
-from .listing import Business, Employer, Listing, ListingSocial
+from .listing import Business, Employer, Listing, ListingCount, ListingSocial
 from .location import Location, Membership, Role
 from .outbox import OutboxMessage, OutboxStatus
 from .reference import Category, Region, Social
@@ -14,6 +14,7 @@ __all__ = [
     "Category",
     "Employer",
     "Listing",
+    "ListingCount",
     "ListingSocial",
     "Location",
     "Membership",

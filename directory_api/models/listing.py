@@ -3,7 +3,20 @@
 import unicodedata
 import uuid
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint, event, select
+from sqlalchemy import (
+    Connection,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    event,
+    func,
+    select,
+)
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
@@ -18,9 +31,12 @@ class Listing(IdMixin, ContactMixin, TimestampMixin, db.Model):
         UniqueConstraint("location_id", "kind", "slug"),
         Index("ix_listings_location_kind_name", "location_id", "kind", "name", "id"),
         Index("ix_listings_location_kind_created", "location_id", "kind", "created_at", "id"),
-        # Substring search (LIKE '%word%') through trigrams; PostgreSQL only (migration 0002).
+        # Substring search (LIKE '%word%') through trigrams, within one location and kind;
+        # PostgreSQL only (migrations 0002 and 0005, with pg_trgm and btree_gin).
         Index(
-            "ix_listings_search_text_trgm",
+            "ix_listings_search_trgm",
+            "location_id",
+            "kind",
             "search_text",
             postgresql_using="gin",
             postgresql_ops={"search_text": "gin_trgm_ops"},
@@ -78,6 +94,59 @@ def fold(text: str | None) -> str:
     """Lower-cased, accents stripped: "Café" and "CAFE" both become "cafe"."""
     decomposed = unicodedata.normalize("NFKD", text or "")
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+
+
+class ListingCount(db.Model):
+    """How many businesses or employers a location has, kept with every insert and delete.
+
+    An exact COUNT(*) over a location with 100k listings costs more than the rest of a
+    list request; the unfiltered list reads its `total` from here instead.
+    """
+
+    __tablename__ = "listing_counts"
+
+    location_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("locations.id", ondelete="CASCADE"), primary_key=True
+    )
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    total: Mapped[int] = mapped_column(Integer, default=0)
+
+
+def _change_count(connection: Connection, location_id: uuid.UUID, kind: str, delta: int) -> None:
+    """Add `delta` atomically (an upsert), in the transaction of the insert or delete."""
+    table = ListingCount.__table__
+    insert = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
+    connection.execute(
+        insert(table)
+        .values(location_id=location_id, kind=kind, total=delta)
+        .on_conflict_do_update(
+            index_elements=["location_id", "kind"], set_={"total": table.c.total + delta}
+        )
+    )
+
+
+@event.listens_for(Listing, "after_insert", propagate=True)
+def count_inserted(_mapper, connection: Connection, listing: Listing) -> None:
+    _change_count(connection, listing.location_id, listing.kind, 1)
+
+
+@event.listens_for(Listing, "after_delete", propagate=True)
+def count_deleted(_mapper, connection: Connection, listing: Listing) -> None:
+    _change_count(connection, listing.location_id, listing.kind, -1)
+
+
+def recount_listings() -> None:
+    """Recompute every count, after bulk loads that bypass the ORM (flask listings recount)."""
+    table = ListingCount.__table__
+    db.session.execute(table.delete())
+    db.session.execute(
+        table.insert().from_select(
+            ["location_id", "kind", "total"],
+            select(Listing.location_id, Listing.kind, func.count()).group_by(
+                Listing.location_id, Listing.kind
+            ),
+        )
+    )
 
 
 def refresh_search_of_subcategory(category: Category) -> None:
