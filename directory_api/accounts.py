@@ -59,10 +59,12 @@ def sign_in(user: User, *, remember: bool = False) -> None:
 
 
 def set_password(user: User, password: str) -> None:
-    """Store a new password: every other session and every reset link stop working."""
+    """Store a new password: every other session, reset link and pending e-mail change
+    stops working (a password change is how a user locks out someone who had it)."""
     user.password_hash = hash_password(password)
     user.rotate_session_token()
-    void_tokens(user, TokenPurpose.PASSWORD_RESET)
+    for purpose in (TokenPurpose.PASSWORD_RESET, TokenPurpose.EMAIL_UPDATE):
+        void_tokens(user, purpose)
 
 
 def record_login(user: User) -> None:

@@ -5,6 +5,9 @@ from typing import Any, NoReturn
 
 from flask import Flask, Response, current_app, g, json
 from marshmallow import ValidationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from werkzeug.exceptions import HTTPException
 
@@ -72,22 +75,34 @@ def handle_validation_error(error: ValidationError) -> Response:
     return validation_problem(messages, "The request has invalid fields.")
 
 
+def database_error_summary(error: DBAPIError) -> str:
+    """Which constraint or error, never the values (they may be e-mail addresses)."""
+    diag = getattr(error.orig, "diag", None)
+    constraint = getattr(diag, "constraint_name", None)
+    return f"{type(error.orig).__name__}" + (f" on {constraint}" if constraint else "")
+
+
 def handle_integrity_error(error: IntegrityError) -> Response:
     db.session.rollback()
-    current_app.logger.info("integrity conflict: %s", error.orig)
+    current_app.logger.info("integrity conflict: %s", database_error_summary(error))
     return problem(409, "The change conflicts with existing data.")
 
 
 def handle_data_error(error: DataError) -> Response:
     db.session.rollback()
-    current_app.logger.info("value refused by the database: %s", error.orig)
+    current_app.logger.info("value refused by the database: %s", database_error_summary(error))
     return problem(422, "A value in the request cannot be stored.")
 
 
 def handle_database_unavailable(error: DBAPIError) -> Response:
     db.session.rollback()
-    current_app.logger.error("database unavailable: %s", error.orig)
+    current_app.logger.error("database unavailable: %s", database_error_summary(error))
     return problem(503, "The database is unavailable; try again shortly.")
+
+
+def handle_store_unavailable(error: RedisError) -> Response:
+    current_app.logger.error("redis unavailable: %s", type(error).__name__)
+    return problem(503, "The session or rate-limit store is unavailable; try again shortly.")
 
 
 def handle_unexpected(error: Exception) -> Response:
@@ -104,4 +119,6 @@ def register_error_handlers(app: Flask) -> None:
     app.register_error_handler(IntegrityError, handle_integrity_error)
     app.register_error_handler(DataError, handle_data_error)
     app.register_error_handler(OperationalError, handle_database_unavailable)
+    for error in (RedisConnectionError, RedisTimeoutError):
+        app.register_error_handler(error, handle_store_unavailable)
     app.register_error_handler(Exception, handle_unexpected)

@@ -40,8 +40,8 @@ def refuse_cross_site() -> None:
 
 def require_json_bodies() -> None:
     """Any body must be JSON (forms only where an endpoint says so) and within the size limit."""
-    if request.method in SAFE_METHODS:
-        return
+    if request.method in SAFE_METHODS or request.routing_exception is not None:
+        return  # an unknown path or method answers 404/405 whatever the body
     length = request.content_length
     if not length and "chunked" not in request.headers.get("Transfer-Encoding", "").lower():
         return

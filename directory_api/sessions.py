@@ -15,17 +15,24 @@ from datetime import timedelta
 
 import redis
 from cachelib.file import FileSystemCache
-from flask import Flask, Request, current_app
+from flask import Flask, Request, current_app, session
 from flask_session.base import ServerSideSession
 from flask_session.cachelib import CacheLibSessionInterface
 from flask_session.redis import RedisSessionInterface
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 
 TOUCHED_KEY = "_touched"
 
 
 class SessionLifetimeMixin:
     def open_session(self, app: Flask, request: Request) -> ServerSideSession:
-        session = super().open_session(app, request)  # type: ignore[misc]
+        try:
+            session = super().open_session(app, request)  # type: ignore[misc]
+        except RedisError:
+            # Raised here, Flask would answer a bare 500; answer 503 from inside the request.
+            session = self.session_class(sid=self._generate_sid(self.sid_length))
+            session.store_unavailable = True
         session.stored = session.sid == request.cookies.get(app.config["SESSION_COOKIE_NAME"])
         return session
 
@@ -73,7 +80,13 @@ class RedisSessions(SessionLifetimeMixin, RedisSessionInterface):
         self.client.set(store_id, self.serializer.encode(session), ex=seconds, xx=only_if_present)
 
 
+def refuse_without_store() -> None:
+    if getattr(session, "store_unavailable", False):
+        raise RedisConnectionError("session store unavailable")
+
+
 def init_sessions(app: Flask) -> None:
+    app.before_request(refuse_without_store)
     options = {
         "key_prefix": app.config["SESSION_KEY_PREFIX"],
         "permanent": app.config["SESSION_PERMANENT"],

@@ -151,3 +151,40 @@ def test_unknown_hosts_are_refused_when_trusted_hosts_are_set(app_factory):
     refused = client.get("/health", headers={"Host": "evil.example"})
     assert_problem(refused, 400)
     assert "JSON" not in refused.get_json().get("detail", "")
+
+
+def test_an_unknown_route_or_method_wins_over_a_bad_body(client, app):
+    assert_problem(client.post("/nope", data="x", content_type="text/plain"), 404)
+    assert_problem(client.delete("/regions/", data="x", content_type="text/plain"), 405)
+
+
+def test_database_errors_are_logged_without_their_values(app_factory, caplog):
+    app = app_factory()
+
+    @app.get("/duplicate")
+    def duplicate():
+        raise IntegrityError(
+            "INSERT INTO users", {}, Exception("Key (email)=(alice@example.com) already exists")
+        )
+
+    with caplog.at_level(logging.INFO):
+        assert_problem(app.test_client().get("/duplicate"), 409)
+    assert "alice@example.com" not in caplog.text
+
+
+def test_an_unreachable_session_store_is_503(app_factory):
+    app = app_factory(SESSION_TYPE="redis", REDIS_URL="redis://127.0.0.1:1/0")
+    client = app.test_client()
+    # Anonymous public reads never touch the store.
+    assert client.get("/regions/").status_code == 200
+    client.set_cookie("session", "some-session-id")
+    body = assert_problem(client.get("/me/"), 503)
+    assert "store" in body["detail"]
+
+
+def test_an_unreachable_rate_limit_store_is_503(app_factory):
+    app = app_factory(RATELIMIT_STORAGE_URI="redis://127.0.0.1:1/0")
+    response = app.test_client().post(
+        "/auth/login", json={"email": "a@example.com", "password": "x"}
+    )
+    assert_problem(response, 503)

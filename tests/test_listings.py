@@ -578,3 +578,14 @@ def test_recount_repairs_counts_after_a_bulk_load(app, client, world, kind):
     result = app.test_cli_runner().invoke(args=["listings", "recount"])
     assert result.exit_code == 0, result.output
     assert listed_total(client, kind) == 1
+
+
+def test_search_follows_renames_and_deletes(staff, world, kind):
+    client = staff["owner"]
+    client.post(url(kind), json={"name": "Lighthouse Diner"})
+    assert names(search(client, kind, "lighthouse")) == ["Lighthouse Diner"]
+    client.put(url(kind), json={"slug": "lighthouse-diner", "name": "Harbour Diner"})
+    assert names(search(client, kind, "lighthouse")) == []
+    assert names(search(client, kind, "harbour diner")) == ["Harbour Diner"]
+    client.delete(url(kind), json={"slug": "lighthouse-diner"})
+    assert names(search(client, kind, "harbour diner")) == []

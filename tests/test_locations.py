@@ -706,3 +706,19 @@ def test_delete_location_in_use_is_409_naming_the_users(super_client, scene, use
         assert label in body["detail"]
     assert stored("bay") is not None
     assert Membership.query.filter_by(location_id=scene.bay.id).count() == 1
+
+
+def test_deleting_a_location_voids_invitations_it_alone_gave(super_client, app):
+    from .conftest import link_in, queued_mail
+    from .factories import make_location
+
+    make_location("gone")
+    user_id = super_client.post(
+        "/locations/gone/owners/", json={"email": "new@example.com"}
+    ).get_json()["id"]
+    token = link_in(queued_mail("new@example.com")[0].body, "?token=")
+    assert super_client.delete("/locations/slug/gone").status_code == 204
+    register = app.test_client().post(
+        f"/me/register/{user_id}", json={"token": token, "password": "a long passphrase"}
+    )
+    assert register.status_code == 404

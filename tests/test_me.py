@@ -435,3 +435,18 @@ def test_no_account_answer_carries_a_secret(app):
     text = client.get("/me/").get_data(as_text=True)
     user = User.query.one()
     assert user.password_hash not in text and user.session_token not in text
+
+
+def test_a_password_change_voids_a_pending_email_change(app):
+    """Someone who knew the password asks to move the account; the owner changes it."""
+    make_user("ann@example.com")
+    intruder = signed_in(app, "ann@example.com")
+    intruder.post("/me/email-update", json={"email": "evil@example.com", "password": PASSWORD})
+    token = link_in(queued_mail("evil@example.com")[0].body, "/email-update/")
+    owner = signed_in(app, "ann@example.com")
+    changed = owner.post(
+        "/me/password-update", json={"currentPassword": PASSWORD, "newPassword": NEW_PASSWORD}
+    )
+    assert changed.status_code == 204
+    assert app.test_client().post(f"/me/email-update/{token}").status_code == 404
+    assert User.query.filter_by(email="ann@example.com").count() == 1

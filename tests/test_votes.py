@@ -958,3 +958,26 @@ def test_delete_without_an_id_is_422(staff, votes):
     assert_problem(response, 422)
     assert "id" in response.get_json()["errors"]
     assert Vote.query.count() == 4
+
+
+def test_owners_who_have_not_registered_get_no_vote_mail(app_factory):
+    from .conftest import queued_mail
+    from .factories import grant, make_location, make_user
+
+    app = app_factory(VOTE_FALLBACK_RECIPIENT="fallback@example.com")
+    with app.app_context():
+        location = make_location("quiet")
+        grant(make_user("invited@example.com", password=None), location, Role.OWNER)
+        body = {
+            "yourName": "Val",
+            "yourEmail": "val@example.com",
+            "yourPhone": "+44 1",
+            "businessName": "Acme",
+            "businessBranch": "Main",
+            "voteBody": "Good",
+        }
+        assert (
+            app.test_client().post("/locations/quiet/votes/submit/btoc", json=body).status_code
+            == 202
+        )
+        assert [m.recipients for m in queued_mail()] == [["fallback@example.com"]]

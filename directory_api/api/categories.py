@@ -94,11 +94,9 @@ def update_category():
         if data["parent"] is None and category.parent_id is not None:
             # Businesses and employers may only use subcategories.
             refuse_if_used("subcategory", listings_using(category))
-    body = update_named(category, category_out, data)
-    if "name" in data:
-        refresh_search_of_subcategory(category)
-        db.session.commit()
-    return body
+    # Listings search their subcategory's name: a rename reaches them in the same commit.
+    refresh = (lambda: refresh_search_of_subcategory(category)) if "name" in data else None
+    return update_named(category, category_out, data, also=refresh)
 
 
 @bp.delete("/")

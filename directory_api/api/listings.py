@@ -107,11 +107,11 @@ def sqlite_search_index(words: list[str]) -> list[Any]:
     if not phrases:
         return []
     matches = (
-        select(literal_column("rowid"))
+        select(literal_column("listing_id"))
         .select_from(text(SQLITE_SEARCH_TABLE))
         .where(text(f"{SQLITE_SEARCH_TABLE} MATCH :phrases").bindparams(phrases=" ".join(phrases)))
     )
-    return [literal_column("listings.rowid").in_(matches)]
+    return [Listing.id.in_(matches)]
 
 
 def listings_blueprint(

@@ -7,10 +7,11 @@ from flask_login import current_user
 from sqlalchemy import Select, select
 
 from ..access import get_location_or_404, require_location_owner, require_super
+from ..accounts import drop_invitation_if_roleless
 from ..bodies import load_body
 from ..errors import abort
 from ..extensions import db
-from ..models import Business, Employer, Location, Region, Vote
+from ..models import Business, Employer, Location, Membership, Region, User, Vote
 from ..openapi import spec
 from ..schemas.locations import (
     OWNER_FIELDS,
@@ -19,7 +20,8 @@ from ..schemas.locations import (
     LocationOut,
     LocationUpdate,
 )
-from .resources import create_named, delete_unused, register_reads, update_named
+from .common import no_content, refuse_if_used
+from .resources import create_named, register_reads, update_named
 
 bp = Blueprint("locations", __name__, url_prefix="/locations")
 location_out = LocationOut()
@@ -92,8 +94,7 @@ def update_location(location: Location):
 def delete_location(slug: str):
     """Delete a location that has no businesses, employers or votes left."""
     location = get_location_or_404(slug)
-    return delete_unused(
-        location,
+    refuse_if_used(
         "location",
         {
             "businesses": select(Business.id).where(Business.location_id == location.id),
@@ -101,3 +102,14 @@ def delete_location(slug: str):
             "votes": select(Vote.id).where(Vote.location_id == location.id),
         },
     )
+    invited = db.session.scalars(
+        select(User)
+        .join(Membership, Membership.user_id == User.id)
+        .where(Membership.location_id == location.id, User.password_hash.is_(None))
+    ).all()
+    db.session.delete(location)  # its memberships go with it (ON DELETE CASCADE)
+    db.session.flush()
+    for user in invited:
+        drop_invitation_if_roleless(user)
+    db.session.commit()
+    return no_content()

@@ -62,7 +62,7 @@ def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
     def list_members(location: Location):
         """List the users holding this role at the location."""
         args = parse_list_args()
-        stmt = members(location).options(selectinload(User.memberships))
+        stmt = members(location)
         return page_response(
             stmt,
             args,
@@ -70,6 +70,7 @@ def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
             sortable=SORTABLE,
             default_sort="email",
             tiebreak=User.id,
+            options=(selectinload(User.memberships),),
         )
 
     @bp.get("/id/<uuid:user_id>")

@@ -111,13 +111,17 @@ def update_named(
     data: dict[str, Any],
     *scope: Any,
     reserved: frozenset[str] = frozenset(),
+    also: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """Apply a partial change; a new `slug` renames (409 when taken)."""
+    """Apply a partial change; a new `slug` renames (409 when taken). `also` runs what must
+    change in the same transaction."""
     if "slug" in data:
         data["slug"] = choose_slug(
             type(item), data["slug"], item.name, *scope, exclude=item.id, reserved=reserved
         )
     apply_changes(item, data)
+    if also is not None:
+        also()
     db.session.commit()
     return out.dump(item)
 

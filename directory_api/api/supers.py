@@ -39,7 +39,7 @@ def make_super(user: User) -> None:
 def list_supers():
     """List the supers."""
     args = parse_list_args()
-    stmt = select(User).where(User.is_super.is_(True)).options(selectinload(User.memberships))
+    stmt = select(User).where(User.is_super.is_(True))
     return page_response(
         stmt,
         args,
@@ -47,6 +47,7 @@ def list_supers():
         sortable=SORTABLE,
         default_sort="email",
         tiebreak=User.id,
+        options=(selectinload(User.memberships),),
     )
 
 

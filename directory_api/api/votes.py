@@ -91,7 +91,11 @@ def vote_recipients(location: Location) -> list[str]:
     owners = db.session.scalars(
         select(User.email)
         .join(Membership, Membership.user_id == User.id)
-        .where(Membership.location_id == location.id, Membership.role == Role.OWNER)
+        .where(
+            Membership.location_id == location.id,
+            Membership.role == Role.OWNER,
+            User.password_hash.is_not(None),  # owners who have not registered yet get none
+        )
         .order_by(User.email)
     ).all()
     if owners:

@@ -5,11 +5,12 @@ Revises: 0002
 Create Date: 2026-11-22
 
 SQLite's counterpart of 0002's pg_trgm index: an FTS5 table with the trigram tokenizer
-over listings.search_text (external content, kept in step by triggers). Search narrows
-with MATCH on each word of three or more characters, then applies the same LIKE filters.
+holding each listing's id and search_text, kept in step by triggers. Search narrows with
+MATCH on each word of three or more characters, then applies the same LIKE filters.
 
-A later batch migration that recreates `listings` on SQLite must recreate these triggers
-and run INSERT INTO listings_fts(listings_fts) VALUES ('rebuild').
+It keys on listings.id, not on SQLite's rowid, which VACUUM and table rebuilds may
+renumber. A later batch migration that recreates `listings` on SQLite must recreate these
+triggers (the FTS table keeps its rows).
 """
 
 from alembic import op
@@ -21,17 +22,14 @@ depends_on = None
 
 STATEMENTS = [
     "CREATE VIRTUAL TABLE listings_fts USING fts5("
-    "search_text, content='listings', content_rowid='rowid', tokenize='trigram')",
+    "listing_id UNINDEXED, search_text, tokenize='trigram')",
     "CREATE TRIGGER listings_fts_insert AFTER INSERT ON listings BEGIN "
-    "INSERT INTO listings_fts(rowid, search_text) VALUES (new.rowid, new.search_text); END",
+    "INSERT INTO listings_fts(listing_id, search_text) VALUES (new.id, new.search_text); END",
     "CREATE TRIGGER listings_fts_delete AFTER DELETE ON listings BEGIN "
-    "INSERT INTO listings_fts(listings_fts, rowid, search_text) "
-    "VALUES ('delete', old.rowid, old.search_text); END",
+    "DELETE FROM listings_fts WHERE listing_id = old.id; END",
     "CREATE TRIGGER listings_fts_update AFTER UPDATE OF search_text ON listings BEGIN "
-    "INSERT INTO listings_fts(listings_fts, rowid, search_text) "
-    "VALUES ('delete', old.rowid, old.search_text); "
-    "INSERT INTO listings_fts(rowid, search_text) VALUES (new.rowid, new.search_text); END",
-    "INSERT INTO listings_fts(listings_fts) VALUES ('rebuild')",
+    "UPDATE listings_fts SET search_text = new.search_text WHERE listing_id = old.id; END",
+    "INSERT INTO listings_fts(listing_id, search_text) SELECT id, search_text FROM listings",
 ]
 
 
