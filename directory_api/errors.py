@@ -40,6 +40,15 @@ def abort(status: int, detail: str | None = None, **extra: Any) -> NoReturn:
     raise APIError(status, detail, **extra)
 
 
+def invalid(field: str, message: str | list[Any] | dict[Any, Any]) -> NoReturn:
+    """422 for one body field: `message` is a text, a list of texts, or nested errors."""
+    abort(
+        422,
+        "The request body has invalid fields.",
+        errors={field: [message] if isinstance(message, str) else message},
+    )
+
+
 def problem(status: int, detail: str | None = None, **extra: Any) -> Response:
     """The one builder of problem responses."""
     body: dict[str, Any] = {

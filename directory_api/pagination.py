@@ -55,8 +55,11 @@ def order_by(sort: str, sortable: dict[str, InstrumentedAttribute], tiebreak: An
     return clauses
 
 
+DEFAULT_ARGS = ListArgs()
+
+
 def parse_list_args(schema: ListArgs | None = None) -> dict[str, Any]:
-    return load_query(schema or ListArgs())
+    return load_query(schema or DEFAULT_ARGS)
 
 
 def _page_url(page: int) -> str:

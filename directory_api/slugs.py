@@ -5,7 +5,7 @@ from typing import Any
 from slugify import slugify
 from sqlalchemy import or_, select
 
-from .errors import abort
+from .errors import abort, invalid
 from .extensions import db
 from .models.base import SLUG_LENGTH
 
@@ -20,11 +20,7 @@ def slug_taken(model: Any, slug: str, *scope: Any, exclude: Any = None) -> bool:
 def derive_slug(model: Any, name: str, *scope: Any, reserved: frozenset[str] = frozenset()) -> str:
     base = slugify(name, max_length=SLUG_LENGTH, word_boundary=True)
     if not base:
-        abort(
-            422,
-            "The request body has invalid fields.",
-            errors={"slug": ["Cannot derive a slug from this name; send a slug."]},
-        )
+        invalid("slug", ["Cannot derive a slug from this name; send a slug."])
     taken = set(reserved) | set(
         db.session.scalars(
             select(model.slug).where(or_(model.slug == base, model.slug.like(f"{base}-%")), *scope)
@@ -56,11 +52,7 @@ def choose_slug(
     if slug is None:
         return derive_slug(model, name, *scope, reserved=reserved)
     if slug in reserved:
-        abort(
-            422,
-            "The request body has invalid fields.",
-            errors={"slug": [f"{slug!r} is reserved; choose another slug."]},
-        )
+        invalid("slug", [f"{slug!r} is reserved; choose another slug."])
     if slug_taken(model, slug, *scope, exclude=exclude):
         abort(409, f"The slug {slug!r} is already taken.", errors={"slug": ["Already taken."]})
     return slug

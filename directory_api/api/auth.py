@@ -17,6 +17,7 @@ from ..security import hash_password, password_needs_rehash, verify_password
 from .common import no_content
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")
+user_out = UserOut()
 
 
 @bp.post("/login")
@@ -37,7 +38,7 @@ def login():
     record_login(user)
     db.session.commit()
     sign_in(user, remember=data["remember"])
-    return UserOut().dump(user)
+    return user_out.dump(user)
 
 
 @bp.post("/logout")

@@ -8,7 +8,7 @@ from sqlalchemy.orm import joinedload
 
 from ..access import require_super
 from ..bodies import load_body
-from ..errors import abort
+from ..errors import invalid
 from ..extensions import db
 from ..models import Business, Category, Employer
 from ..models.listing import refresh_search_of_subcategory
@@ -23,24 +23,20 @@ bp = Blueprint("categories", __name__, url_prefix="/categories")
 category_out = CategoryOut()
 
 
-def invalid_parent(message: str) -> None:
-    abort(422, "The request body has invalid fields.", errors={"parent": [message]})
-
-
 def resolve_parent(slug: str | None, category: Category | None = None) -> Category | None:
     """The parent named by `slug`: an existing top-level category other than `category`."""
     if slug is None:
         return None
     parent = db.session.scalar(select(Category).where(Category.slug == slug))
     if parent is None:
-        invalid_parent(f"No category {slug!r}.")
+        invalid("parent", f"No category {slug!r}.")
     if parent.parent_id is not None:
-        invalid_parent("A subcategory cannot have subcategories of its own.")
+        invalid("parent", "A subcategory cannot have subcategories of its own.")
     if category is not None:
         if parent.id == category.id:
-            invalid_parent("A category cannot be its own parent.")
+            invalid("parent", "A category cannot be its own parent.")
         if db.session.scalar(select(Category.id).where(Category.parent_id == category.id).limit(1)):
-            invalid_parent("This category has subcategories, so it cannot become one.")
+            invalid("parent", "This category has subcategories, so it cannot become one.")
     return parent
 
 

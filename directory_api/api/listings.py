@@ -14,7 +14,7 @@ from sqlalchemy.orm import joinedload, selectinload
 
 from ..access import require_location_access
 from ..bodies import load_body
-from ..errors import abort
+from ..errors import abort, invalid
 from ..extensions import db
 from ..models import (
     Business,
@@ -37,10 +37,6 @@ from .common import find_target
 from .resources import create_named, delete_unused, register_reads, update_named
 
 MIN_TERM, MAX_TERM = 2, 100
-
-
-def invalid(field: str, message: Any) -> None:
-    abort(422, "The request body has invalid fields.", errors={field: message})
 
 
 def location_id_or_404(slug: str) -> uuid.UUID:
@@ -122,6 +118,7 @@ def listings_blueprint(
     load = (joinedload(model.subcategory), selectinload(model.socials))
     sortable = sort_fields(model)
     one, many = ListingOut(), ListingOut(many=True)
+    search_args = ListingListArgs()
 
     def in_location(slug: str) -> list[Any]:
         return [model.location_id == location_id_or_404(slug)]
@@ -168,7 +165,7 @@ def listings_blueprint(
                 "The query has invalid parameters.",
                 errors={"term": [f"Give {MIN_TERM} to {MAX_TERM} characters."]},
             )
-        args = parse_list_args(ListingListArgs())
+        args = parse_list_args(search_args)
         folded = fold(term)
         words = [escape_like(word) for word in folded.split()]
         stmt = select(model).where(

@@ -9,7 +9,7 @@ from sqlalchemy import Select, select
 from ..access import get_location_or_404, require_location_owner, require_super
 from ..accounts import drop_invitation_if_roleless
 from ..bodies import load_body
-from ..errors import abort
+from ..errors import abort, invalid
 from ..extensions import db
 from ..models import Business, Employer, Location, Membership, Region, User, Vote
 from ..openapi import spec
@@ -56,11 +56,7 @@ def resolve_region(data: dict[str, Any]) -> None:
         return
     region = db.session.scalar(select(Region).where(Region.slug == data["region"]))
     if region is None:
-        abort(
-            422,
-            "The request body has invalid fields.",
-            errors={"region": [f"No region {data['region']!r}."]},
-        )
+        invalid("region", [f"No region {data['region']!r}."])
     data["region"] = region
 
 

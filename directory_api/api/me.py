@@ -8,7 +8,7 @@ from flask_login import current_user
 from ..access import login_required
 from ..accounts import find_user_by_email, record_login, set_password, sign_in
 from ..bodies import load_body
-from ..errors import abort
+from ..errors import abort, invalid
 from ..extensions import db
 from ..limits import login_per_ip, reset_per_email, reset_per_ip, token_endpoints
 from ..models import TokenPurpose, User
@@ -31,13 +31,14 @@ from .common import apply_changes, get_or_404, no_content
 
 bp = Blueprint("me", __name__, url_prefix="/me")
 
+user_out = UserOut()
 RESET_STARTED = {"detail": "If the address belongs to an account, a reset link is on its way."}
 
 
 def check_password_rules(password: str, email: str, field: str) -> None:
     problems = password_problems(password, email)
     if problems:
-        abort(422, "The request body has invalid fields.", errors={field: problems})
+        invalid(field, problems)
 
 
 def signed_in_user() -> User:
@@ -49,7 +50,7 @@ def signed_in_user() -> User:
 @spec(response=UserOut)
 def get_me():
     """The signed-in user, with their roles."""
-    return UserOut().dump(signed_in_user())
+    return user_out.dump(signed_in_user())
 
 
 @bp.put("/id/<uuid:user_id>")
@@ -62,7 +63,7 @@ def update_user(user_id: uuid.UUID):
     user = get_or_404(User, User.id == user_id, what="user")
     apply_changes(user, load_body(UserUpdate()))
     db.session.commit()
-    return UserOut().dump(user)
+    return user_out.dump(user)
 
 
 @bp.post("/register/<uuid:user_id>")
@@ -88,7 +89,7 @@ def register(user_id: uuid.UUID):
     record_login(user)
     db.session.commit()
     sign_in(user)
-    return UserOut().dump(user)
+    return user_out.dump(user)
 
 
 @bp.post("/password-reset")
@@ -154,11 +155,7 @@ def start_email_update():
         abort(403, "The password is wrong.")
     new_email = data["email"]
     if new_email == user.email:
-        abort(
-            422,
-            "The request body has invalid fields.",
-            errors={"email": ["This is already your address."]},
-        )
+        invalid("email", ["This is already your address."])
     if find_user_by_email(new_email) is not None:
         abort(409, "That e-mail address belongs to another account.")
     token = issue_token(user, TokenPurpose.EMAIL_UPDATE, email=new_email)
@@ -184,4 +181,4 @@ def confirm_email_update(token: str):
     void_tokens(user, TokenPurpose.PASSWORD_RESET)
     queue_mail(old_email, "email_changed", user=user, new_email=user.email)
     db.session.commit()
-    return UserOut().dump(user)
+    return user_out.dump(user)

@@ -43,6 +43,7 @@ def register_reads(
     """
     sortable = sort_fields(model)
     one, many = out(), out(many=True)
+    args_schema = list_args()  # built once: a schema deep-copies its fields when made
 
     def criteria(path_args: dict[str, Any]) -> list[Any]:
         return scope(**path_args) if scope is not None else []
@@ -55,7 +56,7 @@ def register_reads(
         return found
 
     def list_items(**path_args: Any) -> Response:
-        args = parse_list_args(list_args())
+        args = parse_list_args(args_schema)
         stmt = select(model).where(*criteria(path_args))
         if filters is not None:
             stmt = filters(stmt, args)

@@ -16,7 +16,7 @@ from sqlalchemy.orm import joinedload
 
 from ..access import get_location_or_404, has_location_access, require_location_access
 from ..bodies import accepts_forms, load_body
-from ..errors import abort
+from ..errors import abort, invalid
 from ..extensions import db, limiter
 from ..limits import configured
 from ..models import Employer, Location, Membership, OutboxStatus, Role, User, Vote, VoteType
@@ -48,15 +48,15 @@ LABELS = {VoteType.BTOB: "business-to-business", VoteType.BTOC: "business-to-con
 load_employer = (joinedload(Vote.employer),)
 
 
-def vote_view(location: Location, *, many: bool = False) -> VoteOut:
-    """The full view for those with access to the location, the public one otherwise."""
-    schema = VoteOut if has_location_access(current_user, location) else PublicVoteOut
-    return schema(many=many)
+# The full view for those with access to the location, the public one otherwise.
+VIEWS = {True: (VoteOut(), VoteOut(many=True)), False: (PublicVoteOut(), PublicVoteOut(many=True))}
+LIST_ARGS = VoteListArgs()
+SUBMISSION_SCHEMAS = {kind: schema() for kind, schema in SUBMISSIONS.items()}
 
 
-def visible_votes(location: Location) -> Select:
+def visible_votes(location: Location, access: bool) -> Select:
     stmt = select(Vote).where(Vote.location_id == location.id)
-    if not has_location_access(current_user, location):
+    if not access:
         stmt = stmt.where(Vote.active.is_(True))
     return stmt
 
@@ -66,11 +66,7 @@ def employer_by_slug(location: Location, slug: str) -> Employer:
         select(Employer).where(Employer.location_id == location.id, Employer.slug == slug)
     )
     if employer is None:
-        abort(
-            422,
-            "The request body has invalid fields.",
-            errors={"employer": [f"No employer {slug!r} at this location."]},
-        )
+        invalid("employer", [f"No employer {slug!r} at this location."])
     return employer
 
 
@@ -107,7 +103,7 @@ def vote_recipients(location: Location) -> list[str]:
 def submit(slug: str, kind: VoteType):
     """Take a public submission of type `kind` for the location `slug`."""
     location = get_location_or_404(slug)
-    data = load_body(SUBMISSIONS[kind]())
+    data = load_body(SUBMISSION_SCHEMAS[kind])
     if kind is VoteType.EMPLOYER:
         slug_given = data.pop("employer", None)
         employer = (
@@ -117,8 +113,10 @@ def submit(slug: str, kind: VoteType):
         )
         vote = Vote(location_id=location.id, type=kind, active=False, employer=employer, **data)
         db.session.add(vote)
+        db.session.flush()
+        vote_id = str(vote.id)  # read before the commit expires it (no extra SELECT)
         db.session.commit()
-        return {"id": str(vote.id), "status": "received"}, 201
+        return {"id": vote_id, "status": "received"}, 201
 
     recipients = vote_recipients(location)
     message = queue_mail(
@@ -187,12 +185,13 @@ def filter_votes(stmt: Select, args: dict[str, Any], location: Location) -> Sele
 def list_votes(slug: str):
     """List votes, newest first; inactive ones only for those with access."""
     location = get_location_or_404(slug)
-    args = parse_list_args(VoteListArgs())
-    stmt = filter_votes(visible_votes(location), args, location)
+    args = parse_list_args(LIST_ARGS)
+    access = has_location_access(current_user, location)
+    stmt = filter_votes(visible_votes(location, access), args, location)
     return page_response(
         stmt,
         args,
-        vote_view(location, many=True).dump,
+        VIEWS[access][1].dump,
         sortable=SORTABLE,
         default_sort="-createdAt",
         tiebreak=Vote.id,
@@ -205,10 +204,11 @@ def list_votes(slug: str):
 def get_vote(slug: str, vote_id: uuid.UUID):
     """Get one vote; an inactive one is a 404 for anyone without access."""
     location = get_location_or_404(slug)
-    vote = db.session.scalar(visible_votes(location).where(Vote.id == vote_id))
+    access = has_location_access(current_user, location)
+    vote = db.session.scalar(visible_votes(location, access).where(Vote.id == vote_id))
     if vote is None:
         abort(404, "No such vote.")
-    return vote_view(location).dump(vote)
+    return VIEWS[access][0].dump(vote)
 
 
 def resolve_employer(location: Location, data: dict[str, Any]) -> None:
