@@ -2,15 +2,13 @@
 
 from flask import Blueprint, session
 from flask_login import logout_user
-from sqlalchemy import select
 
 from ..access import login_required
-from ..accounts import record_login, sign_in
+from ..accounts import find_user_by_email, record_login, sign_in
 from ..bodies import load_body
 from ..errors import abort
 from ..extensions import db
 from ..limits import login_per_email, login_per_ip
-from ..models import User
 from ..openapi import spec
 from ..schemas.users import LoginIn, UserOut
 from ..security import hash_password, password_needs_rehash, verify_password
@@ -29,7 +27,7 @@ user_out = UserOut()
 def login():
     """Sign in; answers the user and sets the session cookie."""
     data = load_body(LoginIn())
-    user = db.session.scalar(select(User).where(User.email == data["email"].lower()))
+    user = find_user_by_email(data["email"])
     # Unknown, wrong and not-yet-registered all cost one hash check and get the same answer.
     if not verify_password(user.password_hash if user else None, data["password"]):
         abort(401, "Wrong e-mail or password.")

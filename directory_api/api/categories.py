@@ -15,7 +15,7 @@ from ..models.listing import refresh_search_of_subcategory
 from ..openapi import spec
 from ..schemas.base import TargetSchema
 from ..schemas.categories import CategoryIn, CategoryListArgs, CategoryOut, CategoryUpdate
-from .common import find_target, refuse_if_used
+from .common import by_slug_or_422, find_target, id_by_slug, refuse_if_used
 from .resources import create_named, delete_unused, register_reads, update_named
 
 bp = Blueprint("categories", __name__, url_prefix="/categories")
@@ -27,9 +27,7 @@ def resolve_parent(slug: str | None, category: Category | None = None) -> Catego
     """The parent named by `slug`: an existing top-level category other than `category`."""
     if slug is None:
         return None
-    parent = db.session.scalar(select(Category).where(Category.slug == slug))
-    if parent is None:
-        invalid("parent", f"No category {slug!r}.")
+    parent = by_slug_or_422(Category, slug, "parent")
     if parent.parent_id is not None:
         invalid("parent", "A subcategory cannot have subcategories of its own.")
     if category is not None:
@@ -49,8 +47,7 @@ def listings_using(category: Category) -> dict[str, Any]:
 
 def filter_categories(stmt: Select, args: dict[str, Any]) -> Select:
     if "parent" in args:
-        parent = select(Category.id).where(Category.slug == args["parent"]).scalar_subquery()
-        stmt = stmt.where(Category.parent_id == parent)
+        stmt = stmt.where(Category.parent_id == id_by_slug(Category, args["parent"]))
     if "top_level" in args:
         is_top = Category.parent_id.is_(None)
         stmt = stmt.where(is_top if args["top_level"] else ~is_top)

@@ -6,7 +6,7 @@ from typing import Any
 from flask import Response, jsonify
 from sqlalchemy import Select, func, select
 
-from ..errors import abort
+from ..errors import abort, invalid
 from ..extensions import db
 
 
@@ -14,6 +14,19 @@ def get_or_404(model: Any, *criteria: Any, what: str = "resource") -> Any:
     found = db.session.scalar(select(model).where(*criteria).limit(1))
     if found is None:
         abort(404, f"No such {what}.")
+    return found
+
+
+def id_by_slug(model: Any, slug: str, *scope: Any) -> Any:
+    """The id of the row with `slug`, as a subquery for list filters (no such slug: no rows)."""
+    return select(model.id).where(model.slug == slug, *scope).scalar_subquery()
+
+
+def by_slug_or_422(model: Any, slug: str, field: str, *scope: Any, where: str = "") -> Any:
+    """The row a body field names by slug; 422 on that field when there is none."""
+    found = db.session.scalar(select(model).where(model.slug == slug, *scope))
+    if found is None:
+        invalid(field, f"No {model.__name__.lower()} {slug!r}{where}.")
     return found
 
 

@@ -33,7 +33,7 @@ from ..pagination import page_response, parse_list_args, sort_fields
 from ..schemas.base import TargetSchema
 from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
 from ..types import SQLITE_SEARCH_TABLE
-from .common import find_target
+from .common import by_slug_or_422, find_target, id_by_slug
 from .resources import create_named, delete_unused, register_reads, update_named
 
 MIN_TERM, MAX_TERM = 2, 100
@@ -52,9 +52,7 @@ def location_id_or_404(slug: str) -> uuid.UUID:
 def resolve_subcategory(slug: str | None) -> Category | None:
     if slug is None:
         return None
-    category = db.session.scalar(select(Category).where(Category.slug == slug))
-    if category is None:
-        invalid("subcategory", [f"No category {slug!r}."])
+    category = by_slug_or_422(Category, slug, "subcategory")
     if category.parent_id is None:
         invalid("subcategory", [f"{slug!r} is a top-level category; use one of its subcategories."])
     return category
@@ -125,8 +123,7 @@ def listings_blueprint(
 
     def filter_subcategory(stmt: Select, args: dict[str, Any]) -> Select:
         if "subcategory" in args:
-            category = select(Category.id).where(Category.slug == args["subcategory"])
-            stmt = stmt.where(model.subcategory_id == category.scalar_subquery())
+            stmt = stmt.where(model.subcategory_id == id_by_slug(Category, args["subcategory"]))
         return stmt
 
     def stored_total(args: dict[str, Any], slug: str) -> int | None:

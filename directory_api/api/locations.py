@@ -9,7 +9,7 @@ from sqlalchemy import Select, select
 from ..access import get_location_or_404, require_location_owner, require_super
 from ..accounts import drop_invitation_if_roleless
 from ..bodies import load_body
-from ..errors import abort, invalid
+from ..errors import abort
 from ..extensions import db
 from ..models import Business, Employer, Location, Membership, Region, User, Vote
 from ..openapi import spec
@@ -20,7 +20,7 @@ from ..schemas.locations import (
     LocationOut,
     LocationUpdate,
 )
-from .common import no_content, refuse_if_used
+from .common import by_slug_or_422, id_by_slug, no_content, refuse_if_used
 from .resources import create_named, register_reads, update_named
 
 bp = Blueprint("locations", __name__, url_prefix="/locations")
@@ -35,8 +35,7 @@ def filter_locations(stmt: Select, args: dict[str, Any]) -> Select:
     if "directory_location" in args:
         stmt = stmt.where(Location.directory_location.is_(args["directory_location"]))
     if "region" in args:
-        region = select(Region.id).where(Region.slug == args["region"]).scalar_subquery()
-        stmt = stmt.where(Location.region_id == region)
+        stmt = stmt.where(Location.region_id == id_by_slug(Region, args["region"]))
     return stmt
 
 
@@ -52,12 +51,8 @@ register_reads(
 
 def resolve_region(data: dict[str, Any]) -> None:
     """Replace the region slug in `data` by the region (422 when there is no such region)."""
-    if data.get("region") is None:
-        return
-    region = db.session.scalar(select(Region).where(Region.slug == data["region"]))
-    if region is None:
-        invalid("region", [f"No region {data['region']!r}."])
-    data["region"] = region
+    if data.get("region") is not None:
+        data["region"] = by_slug_or_422(Region, data["region"], "region")
 
 
 @bp.post("/")

@@ -7,8 +7,8 @@ their role at this location.
 import uuid
 from collections.abc import Callable
 
-from flask import Blueprint, url_for
-from sqlalchemy import select
+from flask import Blueprint, Response, url_for
+from sqlalchemy import Select, select
 from sqlalchemy.orm import selectinload
 
 from ..access import require_location_role
@@ -23,6 +23,19 @@ from ..schemas.users import InviteIn, UserOut, UserUpdate
 from .common import apply_changes, created, no_content
 
 SORTABLE = sort_fields(User, "email")
+
+
+def user_page(stmt: Select, out: UserOut) -> Response:
+    """One page of users (owners, admins or supers), sorted by e-mail by default."""
+    return page_response(
+        stmt,
+        parse_list_args(),
+        out.dump,
+        sortable=SORTABLE,
+        default_sort="email",
+        tiebreak=User.id,
+        options=(selectinload(User.memberships),),
+    )
 
 
 def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
@@ -61,17 +74,7 @@ def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
     @spec(response=UserOut, query=ListArgs, paged=True)
     def list_members(location: Location):
         """List the users holding this role at the location."""
-        args = parse_list_args()
-        stmt = members(location)
-        return page_response(
-            stmt,
-            args,
-            UserOut(many=True, location=location).dump,
-            sortable=SORTABLE,
-            default_sort="email",
-            tiebreak=User.id,
-            options=(selectinload(User.memberships),),
-        )
+        return user_page(members(location), UserOut(many=True, location=location))
 
     @bp.get("/id/<uuid:user_id>")
     @managed_by

@@ -4,7 +4,6 @@ import uuid
 
 from flask import Blueprint, url_for
 from sqlalchemy import select
-from sqlalchemy.orm import selectinload
 
 from ..access import require_super
 from ..accounts import drop_invitation_if_roleless, invite
@@ -13,14 +12,14 @@ from ..errors import abort
 from ..extensions import db
 from ..models import User
 from ..openapi import spec
-from ..pagination import ListArgs, page_response, parse_list_args, sort_fields
+from ..pagination import ListArgs
 from ..schemas.users import InviteIn, UserOut, UserUpdate
 from .common import apply_changes, created, get_or_404, no_content
+from .members import user_page
 
 bp = Blueprint("supers", __name__, url_prefix="/supers")
 
-SORTABLE = sort_fields(User, "email")
-user_out = UserOut()
+user_out, users_out = UserOut(), UserOut(many=True)
 
 
 def super_or_404(user_id: uuid.UUID) -> User:
@@ -38,17 +37,7 @@ def make_super(user: User) -> None:
 @spec(response=UserOut, query=ListArgs, paged=True)
 def list_supers():
     """List the supers."""
-    args = parse_list_args()
-    stmt = select(User).where(User.is_super.is_(True))
-    return page_response(
-        stmt,
-        args,
-        UserOut(many=True).dump,
-        sortable=SORTABLE,
-        default_sort="email",
-        tiebreak=User.id,
-        options=(selectinload(User.memberships),),
-    )
+    return user_page(select(User).where(User.is_super.is_(True)), users_out)
 
 
 @bp.get("/id/<uuid:user_id>")

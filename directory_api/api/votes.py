@@ -16,7 +16,7 @@ from sqlalchemy.orm import joinedload
 
 from ..access import get_location_or_404, has_location_access, require_location_access
 from ..bodies import accepts_forms, load_body
-from ..errors import abort, invalid
+from ..errors import abort
 from ..extensions import db, limiter
 from ..limits import configured
 from ..models import Employer, Location, Membership, OutboxStatus, Role, User, Vote, VoteType
@@ -34,7 +34,7 @@ from ..schemas.votes import (
     VoteTarget,
     VoteUpdate,
 )
-from .common import created, no_content
+from .common import apply_changes, by_slug_or_422, created, get_or_404, id_by_slug, no_content
 
 log = logging.getLogger(__name__)
 bp = Blueprint("votes", __name__, url_prefix="/locations/<slug:slug>/votes")
@@ -62,12 +62,9 @@ def visible_votes(location: Location, access: bool) -> Select:
 
 
 def employer_by_slug(location: Location, slug: str) -> Employer:
-    employer = db.session.scalar(
-        select(Employer).where(Employer.location_id == location.id, Employer.slug == slug)
+    return by_slug_or_422(
+        Employer, slug, "employer", Employer.location_id == location.id, where=" at this location"
     )
-    if employer is None:
-        invalid("employer", [f"No employer {slug!r} at this location."])
-    return employer
 
 
 def employer_named(location: Location, name: str) -> Employer | None:
@@ -171,10 +168,8 @@ for vote_kind in VoteType:
 
 def filter_votes(stmt: Select, args: dict[str, Any], location: Location) -> Select:
     if "employer" in args:
-        employer = select(Employer.id).where(
-            Employer.location_id == location.id, Employer.slug == args["employer"]
-        )
-        stmt = stmt.where(Vote.employer_id == employer.scalar_subquery())
+        employer = id_by_slug(Employer, args["employer"], Employer.location_id == location.id)
+        stmt = stmt.where(Vote.employer_id == employer)
     if "active" in args:
         stmt = stmt.where(Vote.active.is_(args["active"]))
     return stmt
@@ -218,12 +213,7 @@ def resolve_employer(location: Location, data: dict[str, Any]) -> None:
 
 
 def vote_of(location: Location, vote_id: uuid.UUID) -> Vote:
-    vote = db.session.scalar(
-        select(Vote).where(Vote.location_id == location.id, Vote.id == vote_id)
-    )
-    if vote is None:
-        abort(404, "No such vote.")
-    return vote
+    return get_or_404(Vote, Vote.location_id == location.id, Vote.id == vote_id, what="vote")
 
 
 @bp.post("/")
@@ -237,7 +227,7 @@ def create_vote(location: Location):
     db.session.add(vote)
     db.session.commit()
     url = url_for(".get_vote", slug=location.slug, vote_id=vote.id)
-    return created(VoteOut().dump(vote), url)
+    return created(VIEWS[True][0].dump(vote), url)
 
 
 @bp.put("/")
@@ -248,10 +238,9 @@ def update_vote(location: Location):
     data = load_body(VoteUpdate())
     vote = vote_of(location, data.pop("id"))
     resolve_employer(location, data)
-    for field, value in data.items():
-        setattr(vote, field, value)
+    apply_changes(vote, data)
     db.session.commit()
-    return VoteOut().dump(vote)
+    return VIEWS[True][0].dump(vote)
 
 
 @bp.delete("/")
