@@ -1,6 +1,6 @@
 """The one list helper: page, perPage, sort, filters, total and the RFC 8288 Link header."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -14,6 +14,8 @@ from .errors import abort
 from .extensions import db
 
 MAX_PER_PAGE = 100
+# Loads one page's rows: given the SELECT of the page's ids and the ORDER BY clauses.
+Fetch = Callable[[Select, list[Any]], Sequence[Any]]
 DEFAULT_PER_PAGE = 20
 
 
@@ -78,13 +80,15 @@ def page_response(
     tiebreak: Any,
     options: Sequence[Any] = (),
     total: int | None = None,
+    fetch: Fetch | None = None,
 ) -> Response:
     """Run one page of `stmt` and answer it with items, counts and Link header.
 
     `default_sort` is a sort parameter ("name") or, for orders no client can name
     (search relevance), a list of SQL order clauses. `options` are loader options
     (eager loads) for the page's rows. `total`, when the caller knows it (a stored count),
-    saves the COUNT(*).
+    saves the COUNT(*). `fetch(page_ids, order)`, for hot lists, loads the page's rows
+    itself (plain rows instead of ORM objects); `dump` shapes either.
     """
     page, per_page = args["page"], args["per_page"]
     if total is None:
@@ -105,12 +109,15 @@ def page_response(
         .limit(per_page)
         .offset((page - 1) * per_page)
     )
-    entity = stmt.column_descriptions[0]["entity"]
-    page_stmt = select(entity).where(tiebreak.in_(page_ids)).options(*options).order_by(*clauses)
-    rows = db.session.scalars(page_stmt).unique()
-    response = jsonify(
-        {"items": dump(list(rows)), "page": page, "perPage": per_page, "total": total}
-    )
+    if fetch is None:
+        entity = stmt.column_descriptions[0]["entity"]
+        page_stmt = (
+            select(entity).where(tiebreak.in_(page_ids)).options(*options).order_by(*clauses)
+        )
+        rows: Sequence[Any] = list(db.session.scalars(page_stmt).unique())
+    else:
+        rows = fetch(page_ids, clauses)
+    response = jsonify({"items": dump(rows), "page": page, "perPage": per_page, "total": total})
     last = max(1, -(-total // per_page))
     links = [f'<{_page_url(1)}>; rel="first"', f'<{_page_url(last)}>; rel="last"']
     if page > 1:

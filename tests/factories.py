@@ -52,7 +52,10 @@ def make_listing(kind: str, location: Location, slug: str, **fields: Any) -> Any
     model = Business if kind == "business" else Employer
     socials = fields.pop("socials", [])
     listing = model(location=location, slug=slug, name=fields.pop("name", slug.title()), **fields)
-    listing.socials = [ListingSocial(social=social, url=url) for social, url in socials]
+    listing.socials = [
+        ListingSocial(social=social, url=url, position=position)
+        for position, (social, url) in enumerate(socials)
+    ]
     return save(listing)
 
 

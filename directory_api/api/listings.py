@@ -108,6 +108,42 @@ def sqlite_search_index(words: list[str]) -> list[Any]:
     return [Listing.id.in_(matches)]
 
 
+# What a listing's output shows, as columns: rows load without the ORM's per-object work.
+SHOWN = ("id", "slug", "name", "description", "branch", "email", "phone", "address", "website")
+
+
+def fetch_listings(page_ids: Select, order: list[Any]) -> list[dict[str, Any]]:
+    """One page of listings as plain rows, shaped by the same `ListingOut` as single ones.
+
+    Two statements whatever the page size: the listings with their subcategory's slug,
+    then all their social links.
+    """
+    table, categories = Listing.__table__, Category.__table__
+    rows = db.session.execute(
+        select(
+            *(table.c[name] for name in SHOWN),
+            table.c.created_at,
+            table.c.updated_at,
+            categories.c.slug.label("subcategory_slug"),
+        )
+        .select_from(table.outerjoin(categories, table.c.subcategory_id == categories.c.id))
+        .where(table.c.id.in_(page_ids))
+        .order_by(*order)
+    )
+    items = [{**row._mapping, "socials": []} for row in rows]
+    if items:
+        by_id = {item["id"]: item["socials"] for item in items}
+        links, socials = ListingSocial.__table__, Social.__table__
+        for listing_id, social_slug, url in db.session.execute(
+            select(links.c.listing_id, socials.c.slug, links.c.url)
+            .join(socials, links.c.social_id == socials.c.id)
+            .where(links.c.listing_id.in_(list(by_id)))
+            .order_by(links.c.position)
+        ):
+            by_id[listing_id].append({"social_slug": social_slug, "url": url})
+    return items
+
+
 def listings_blueprint(
     model: type[Listing], plural: str, noun: str, uses: Callable[[Listing], dict[str, Select]]
 ) -> Blueprint:
@@ -148,6 +184,7 @@ def listings_blueprint(
         scope=in_location,
         options=load,
         stored_total=stored_total,
+        fetch=fetch_listings,
     )
 
     @bp.get("/search/<term>")
@@ -184,7 +221,7 @@ def listings_blueprint(
             sortable=sortable,
             default_sort=[relevance, model.name],
             tiebreak=model.id,
-            options=load,
+            fetch=fetch_listings,
         )
 
     search.__doc__ = f"Search the {plural} of a location (accent- and case-insensitive)."

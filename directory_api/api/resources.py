@@ -16,7 +16,7 @@ from sqlalchemy import Select, select
 from ..errors import abort
 from ..extensions import db
 from ..openapi import spec
-from ..pagination import ListArgs, page_response, parse_list_args, sort_fields
+from ..pagination import Fetch, ListArgs, page_response, parse_list_args, sort_fields
 from ..slugs import choose_slug
 from .common import apply_changes, created, no_content, refuse_if_used
 
@@ -34,12 +34,14 @@ def register_reads(
     scope: Callable[..., list[Any]] | None = None,
     options: Sequence[Any] = (),
     stored_total: Callable[..., int | None] | None = None,
+    fetch: Fetch | None = None,
 ) -> None:
     """GET / (paged, sorted, filtered), GET /slug/:slug and GET /id/:id for `model`.
 
     `scope(**path_args)` returns the criteria confining reads to a parent named in the path
     (and answers 404 for an unknown parent); `options` eager-load what the output shows;
-    `stored_total(args, **path_args)` may answer the list's total without counting.
+    `stored_total(args, **path_args)` may answer the list's total without counting;
+    `fetch` may load a page's rows itself (see `page_response`).
     """
     sortable = sort_fields(model)
     one, many = out(), out(many=True)
@@ -69,6 +71,7 @@ def register_reads(
             tiebreak=model.id,
             options=options,
             total=stored_total(args, **path_args) if stored_total is not None else None,
+            fetch=fetch,
         )
 
     def get_by_slug(item_slug: str, **path_args: Any) -> dict[str, Any]:

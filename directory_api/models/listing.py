@@ -64,6 +64,11 @@ class Listing(IdMixin, ContactMixin, TimestampMixin, db.Model):
 
     __mapper_args__ = {"polymorphic_on": "kind"}  # noqa: RUF012
 
+    @property
+    def subcategory_slug(self) -> str | None:
+        """What the output shows; a list page reads it with a join instead (api/listings.py)."""
+        return self.subcategory.slug if self.subcategory else None
+
 
 class Business(Listing):
     __mapper_args__ = {"polymorphic_identity": "business"}  # noqa: RUF012
@@ -88,6 +93,10 @@ class ListingSocial(db.Model):
     position: Mapped[int] = mapped_column(Integer, default=0)
 
     social: Mapped[Social] = relationship(lazy="joined")
+
+    @property
+    def social_slug(self) -> str:
+        return self.social.slug
 
 
 def fold(text: str | None) -> str:

@@ -17,6 +17,7 @@ from ..models.base import (
     TEXT_LENGTH,
     URL_LENGTH,
 )
+from .dump import SHORTCUTS, PlannedDump
 
 SLUG_REGEX = r"[a-z0-9]+(?:-[a-z0-9]+)*"
 SLUG_PATTERN = f"^{SLUG_REGEX}$"
@@ -146,13 +147,21 @@ class QueryBool(fields.Boolean):
     falsy = frozenset({"false", "0"})
 
 
+def timestamp_text(value: datetime | None) -> str | None:
+    """ISO 8601 in UTC with millisecond precision and a Z suffix."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 class Timestamp(fields.Field):
     """Output only: ISO 8601 in UTC with a Z suffix."""
 
     def _serialize(self, value: datetime | None, attr: Any, obj: Any, **kwargs: Any) -> Any:
-        if value is None:
-            return None
-        return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return timestamp_text(value)
+
+
+SHORTCUTS[Timestamp] = timestamp_text
 
 
 def all_optional(schema: type[Schema], name: str) -> type[Schema]:
@@ -168,8 +177,8 @@ def all_optional(schema: type[Schema], name: str) -> type[Schema]:
     return type(name, (schema,), overrides)
 
 
-class Resource(Schema):
-    """Output: the fields every stored resource shows."""
+class Resource(PlannedDump):
+    """Output: the fields every stored resource shows (dumped through a compiled plan)."""
 
     id = fields.UUID(dump_only=True)
     created_at = Timestamp(data_key="createdAt", dump_only=True)

@@ -45,18 +45,17 @@ class ListingUpdate(all_optional(ListingIn, "ListingChanges"), TargetSchema):
     """`id` names the target (then `slug` renames it), or `slug` alone names it."""
 
 
+# Output reads plain attributes, so a page can be dumped from ORM objects or from rows
+# (the list and search pages load rows straight from SQL: api/listings.py).
 class SocialLinkOut(BaseSchema):
-    social = fields.Function(lambda link: link.social.slug, metadata={"type": "string"})
+    social = fields.String(attribute="social_slug")
     url = fields.String()
 
 
 class ListingOut(Resource):
     slug = fields.String()
     name = fields.String()
-    subcategory = fields.Function(
-        lambda listing: listing.subcategory.slug if listing.subcategory else None,
-        metadata={"type": ["string", "null"]},
-    )
+    subcategory = fields.String(attribute="subcategory_slug", allow_none=True)
     description = fields.String(allow_none=True)
     branch = fields.String(allow_none=True)
     email = fields.String(allow_none=True)

@@ -1,0 +1,145 @@
+"""Output schemas dump through compiled plans: the result must be marshmallow's own."""
+
+import inspect
+
+import pytest
+from marshmallow import Schema, fields
+
+from directory_api.extensions import db
+from directory_api.models import Role, Vote, VoteType
+from directory_api.schemas import categories, listings, locations, regions, socials, users, votes
+from directory_api.schemas.base import Resource
+from directory_api.schemas.dump import PlannedDump
+
+from .factories import (
+    grant,
+    make_category,
+    make_listing,
+    make_location,
+    make_region,
+    make_social,
+    make_user,
+    save,
+)
+
+MODULES = (categories, listings, locations, regions, socials, users, votes)
+OUTPUTS = sorted(
+    {
+        cls
+        for module in MODULES
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if issubclass(cls, Resource) and cls is not Resource
+    },
+    key=lambda cls: cls.__name__,
+)
+
+
+@pytest.fixture
+def objects(app):
+    """One of each kind of stored thing, with nulls and nested values both present."""
+    with app.app_context():
+        north = make_region("north")
+        food = make_category("food")
+        cafes = make_category("cafes", "Cafés", parent=food)
+        instagram, facebook = make_social("instagram"), make_social("facebook", url=None)
+        harbour = make_location("harbour", region=north, email="h@example.org")
+        bare = make_location("bare")
+        business = make_listing(
+            "business",
+            harbour,
+            "apple",
+            subcategory=cafes,
+            branch="Quay",
+            socials=[(instagram, "https://i.example/a"), (facebook, "https://f.example/a")],
+        )
+        employer = make_listing("employer", harbour, "works")
+        owner = make_user("owner@example.org", name="Olive", phone="+44 1")
+        grant(owner, harbour, Role.OWNER)
+        grant(owner, bare, Role.ADMIN)
+        invited = make_user("invited@example.org", password=None)
+        vote = save(
+            Vote(
+                location_id=harbour.id,
+                type=VoteType.EMPLOYER,
+                employer=employer,
+                your_name="V",
+                your_email="v@example.org",
+                business_name="Works",
+                vote_body="Good.",
+            )
+        )
+        plain_vote = save(
+            Vote(
+                location_id=harbour.id,
+                type=VoteType.BTOC,
+                active=True,
+                your_name="W",
+                your_email="w@example.org",
+                your_phone="+44 2",
+                business_name="Apple",
+                vote_body="Nice.",
+            )
+        )
+        yield {
+            "RegionOut": [north],
+            "CategoryOut": [food, cafes],
+            "SocialOut": [instagram, facebook],
+            "LocationOut": [harbour, bare],
+            "ListingOut": [business, employer],
+            "UserOut": [owner, invited],
+            "VoteOut": [vote, plain_vote],
+            "PublicVoteOut": [vote, plain_vote],
+        }
+        db.session.rollback()
+
+
+def test_every_output_schema_dumps_through_a_plan():
+    assert OUTPUTS, "no output schemas found"
+    assert all(issubclass(cls, PlannedDump) for cls in OUTPUTS)
+
+
+@pytest.mark.parametrize("schema_class", OUTPUTS, ids=lambda cls: cls.__name__)
+def test_a_plan_dumps_what_marshmallow_dumps(objects, schema_class):
+    items = objects[schema_class.__name__]
+    one, many = schema_class(), schema_class(many=True)
+    for item in items:
+        assert one.dump(item) == Schema.dump(one, item)
+    assert many.dump(items) == Schema.dump(many, items)
+    assert one.dump(items, many=True) == Schema.dump(one, items, many=True)
+
+
+def test_a_plan_reads_dicts_and_leaves_out_what_is_missing():
+    class Out(PlannedDump):
+        name = fields.String()
+        count = fields.Integer()
+        tags = fields.List(fields.Nested(type("Tag", (Schema,), {"slug": fields.String()})))
+        mapped = fields.String(attribute="other", data_key="renamed")
+
+    rows = [
+        {"name": "a", "count": "3", "tags": [{"slug": "x"}], "other": 5},
+        {"name": None, "tags": None},
+        {},
+    ]
+    schema = Out(many=True)
+    assert schema.dump(rows) == Schema.dump(schema, rows)
+    assert schema.dump(rows)[0] == {
+        "name": "a",
+        "count": 3,
+        "tags": [{"slug": "x"}],
+        "renamed": "5",
+    }
+    assert schema.dump(rows)[2] == {}
+
+
+def test_fields_without_a_shortcut_and_hooks_keep_marshmallows_behaviour():
+    from marshmallow import post_dump
+
+    class Hooked(PlannedDump):
+        name = fields.String()
+        shout = fields.Function(lambda obj: obj["name"].upper())
+
+        @post_dump
+        def mark(self, data, **kwargs):
+            return {**data, "hooked": True}
+
+    assert Hooked().dump({"name": "a"}) == {"name": "a", "shout": "A", "hooked": True}
