@@ -38,6 +38,16 @@ def refuse_cross_site() -> None:
         abort(403, "Cross-site request refused.")
 
 
+def too_long_unannounced(limit: int) -> bool:
+    """Whether a body without Content-Length (chunked) runs past `limit`.
+
+    Werkzeug reads such a body only up to the limit and quietly stops there, so the view
+    would see a truncated body. Read it (cached for the view) and look for one byte more.
+    """
+    body = request.get_data(cache=True)
+    return len(body) >= limit and bool(request.environ["wsgi.input"].read(1))
+
+
 def require_json_bodies() -> None:
     """Any body must be JSON (forms only where an endpoint says so) and within the size limit."""
     if request.method in SAFE_METHODS or request.routing_exception is not None:
@@ -47,6 +57,8 @@ def require_json_bodies() -> None:
         return
     limit = current_app.config["MAX_CONTENT_LENGTH"]
     if limit and length and length > limit:
+        abort(413, f"The request body is larger than {limit} bytes.")
+    if limit and length is None and too_long_unannounced(limit):
         abort(413, f"The request body is larger than {limit} bytes.")
     if request.mimetype == JSON_MIMETYPE:
         return
