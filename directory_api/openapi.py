@@ -5,17 +5,29 @@ validates and dumps with); the access decorators record the role they enforce. T
 document is built by walking the app's URL map, so every route is in it.
 """
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from functools import cache
 from typing import Any
 
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Flask
-from marshmallow import Schema, fields
+from marshmallow import INCLUDE, Schema, fields
 from werkzeug.routing import AnyConverter, Rule, UUIDConverter
 
-from .schemas.base import SLUG_PATTERN, SlugConverter
+from .schemas.base import (
+    SLUG_PATTERN,
+    SLUG_REGEX,
+    Email,
+    Phone,
+    Slug,
+    SlugConverter,
+    TargetSchema,
+    Text,
+    Url,
+)
+from .schemas.passwords import MAX_PASSWORD, MIN_PASSWORD, Password
 
 VERSION = "1.0.0"
 ROLE_TEXT = {
@@ -46,6 +58,72 @@ class ProblemSchema(Schema):
     status = fields.Integer(required=True)
     detail = fields.String()
     errors = fields.Dict(metadata={"description": "Field name → list of messages."})
+    # Extension members (RFC 9457 allows any; these are the ones the API sends).
+    request_id = fields.String(
+        data_key="requestId", metadata={"description": "500: the id the error is logged with."}
+    )
+    used_by = fields.Dict(
+        data_key="usedBy",
+        keys=fields.String(),
+        values=fields.Integer(),
+        metadata={"description": "409 on delete: what still uses the resource, with counts."},
+    )
+    refused_fields = fields.List(
+        fields.String(),
+        data_key="fields",
+        metadata={"description": "403: the fields the caller may not change."},
+    )
+
+    class Meta:
+        unknown = INCLUDE  # documented as open: clients must ignore members they do not know
+
+
+# What the Text fields of schemas/base.py accept. They trim first, so the patterns describe
+# the trimmed (canonical) value; surrounding whitespace is tolerated on input as well.
+WHITESPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+CONTROL = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f"
+LINE_BREAKS = r"\n\r\x85\u2028\u2029"
+PHONE_REGEX = r"\+?[0-9][0-9 ()./-]*"
+# A subset of what marshmallow's URL validator takes (http(s), a host name with a TLD).
+URL_REGEX = (
+    r"https?://(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,6}(?::[0-9]{1,5})?"
+    r"(?:/|[/?#][!-~]+)?"
+)
+TEXT_FORMATS = ((Slug, SLUG_REGEX), (Phone, PHONE_REGEX), (Url, URL_REGEX))
+
+
+def text_constraints(self: Any, field: fields.Field, **kwargs: Any) -> dict[str, Any]:
+    """JSON Schema for the API's own string fields (an apispec attribute function)."""
+    if isinstance(field, Password):
+        return {"minLength": MIN_PASSWORD, "maxLength": MAX_PASSWORD}
+    if not isinstance(field, Text):
+        return {}
+    # Blank text is refused where it is required or may not be cleared; else it means null.
+    content = field.required or not field.allow_none
+    props: dict[str, Any] = {"maxLength": field.max_length}
+    if content:
+        props["minLength"] = 1
+    if isinstance(field, Email):
+        props["format"] = "email"
+        props["description"] = (
+            "Special-use domains (RFC 6761: .test, .localhost, .invalid, .local, .onion, "
+            ".arpa …) are refused."
+        )
+        if not content:
+            props["anyOf"] = [{"format": "email"}, {"maxLength": 0}]
+            del props["format"]
+        return props
+    for kind, regex in TEXT_FORMATS:
+        if isinstance(field, kind):
+            props["pattern"] = f"^{regex}$" if content else f"^(?:{regex})?$"
+            return props
+    refused = CONTROL if field.multiline else CONTROL + LINE_BREAKS
+    some = f"[^{refused}]*"
+    if content:
+        props["pattern"] = f"^{some}[^{WHITESPACE}{CONTROL}]{some}$"
+    else:
+        props["pattern"] = f"^{some}$"
+    return props
 
 
 def spec(
@@ -60,13 +138,17 @@ def spec(
     rate_limited: bool = False,
     not_found: bool = False,
     failures: dict[int, str] | None = None,
+    sortable: Iterable[str] | None = None,
+    path: dict[str, dict[str, Any]] | None = None,
 ) -> Callable[[Callable], Callable]:
     """Describe a view for the OpenAPI document.
 
     `response` with `status` is the success answer (`paged` wraps it in a page); `responses`
     adds more (status → schema or None). `conflicts`: may answer 409; `rate_limited`: 429;
     `not_found`: 404 beyond what its path parameters imply (a target named in the body);
-    `failures`: other problem answers (status → description).
+    `failures`: other problem answers (status → description); `sortable`: the names a
+    list's `sort` parameter takes; `path`: JSON Schema constraints a path parameter has
+    beyond what its converter implies (name → keywords).
     """
 
     def decorator(view: Callable) -> Callable:
@@ -81,6 +163,8 @@ def spec(
             "rate_limited": rate_limited,
             "not_found": not_found,
             "failures": failures or {},
+            "sortable": sorted(sortable) if sortable is not None else None,
+            "path": path or {},
         }
         return view
 
@@ -115,7 +199,7 @@ def path_parameter(name: str, converter: Any) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": schema}
 
 
-def openapi_path(rule: Rule) -> str:
+def _template(rule: Rule) -> str:
     path = rule.rule
     for name, converter in rule._converters.items():
         for prefix in (f"<{name}>", f"<{type(converter).__name__}:{name}>"):
@@ -125,6 +209,34 @@ def openapi_path(rule: Rule) -> str:
         start, end = path.index("<"), path.index(">")
         path = path[:start] + "{" + path[start + 1 : end].split(":")[-1] + "}" + path[end + 1 :]
     return path
+
+
+def _shape(template: str) -> str:
+    return re.sub(r"\{[^}]*\}", "{}", template)
+
+
+def openapi_path(rule: Rule) -> str:
+    """The rule's path template. OpenAPI treats templates that differ only in their
+    parameter names as one path (which must then be written once), so routes such as
+    /locations/slug/<item_slug> (GET) and /locations/slug/<slug> (PUT) share the names
+    that most of that path's operations use."""
+    template = _template(rule)
+    if rule.map is None:
+        return template
+    votes: dict[str, int] = {}
+    for other in rule.map.iter_rules():
+        candidate = _template(other)
+        if _shape(candidate) == _shape(template):
+            methods = (other.methods or set()) - {"HEAD", "OPTIONS"}
+            votes[candidate] = votes.get(candidate, 0) + len(methods)
+    return min(votes, key=lambda candidate: (-votes[candidate], candidate))
+
+
+def _rename_path_arguments(rule: Rule, path: str) -> dict[str, str]:
+    """Rule argument name → the name `path` gives it (they differ on a merged path)."""
+    ours = re.findall(r"\{([^}]*)\}", _template(rule))
+    theirs = re.findall(r"\{([^}]*)\}", path)
+    return dict(zip(ours, theirs, strict=True))
 
 
 def problem(description: str) -> dict[str, Any]:
@@ -195,17 +307,25 @@ def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
     return op
 
 
+def sort_pattern(names: Iterable[str]) -> str:
+    one = "-?(?:" + "|".join(re.escape(name) for name in names) + ")"
+    return f"^{one}(?:,{one})*$"
+
+
 def build_openapi(app: Flask) -> dict[str, Any]:
+    plugin = MarshmallowPlugin()
     document = APISpec(
         title="Directory API",
         version=VERSION,
         openapi_version="3.1.0",
-        plugins=[MarshmallowPlugin()],
+        plugins=[plugin],
         info={
             "description": "Regions, categories, socials, locations, businesses, employers, "
             "accounts and votes. Errors are RFC 9457 problem details."
         },
     )
+    assert plugin.converter is not None
+    plugin.converter.add_attribute_function(text_constraints)
     document.components.schema("Problem", schema=ProblemSchema)
     document.components.security_scheme(
         "cookieAuth",
@@ -217,13 +337,32 @@ def build_openapi(app: Flask) -> dict[str, Any]:
         },
     )
     paths: dict[str, dict[str, Any]] = {}
+    sortable: dict[tuple[str, str], list[str]] = {}
     for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
         view = app.view_functions[rule.endpoint]
+        info = getattr(view, "openapi", {})  # operation() refuses a view without one
         path = openapi_path(rule)
+        names = _rename_path_arguments(rule, path)
         entry = paths.setdefault(path, {"operations": {}, "parameters": []})
-        entry["parameters"] = [path_parameter(n, c) for n, c in rule._converters.items()]
+        if not entry["parameters"]:
+            entry["parameters"] = [path_parameter(names[n], c) for n, c in rule._converters.items()]
+        constraints = {names[name]: keywords for name, keywords in info.get("path", {}).items()}
+        for parameter in entry["parameters"]:
+            parameter["schema"].update(constraints.get(parameter["name"], {}))
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
             entry["operations"][method.lower()] = operation(view, method, rule)
+            if info.get("sortable"):
+                sortable[(path, method.lower())] = info["sortable"]
     for path, entry in paths.items():
         document.path(path=path, operations=entry["operations"], parameters=entry["parameters"])
-    return document.to_dict()
+    result = document.to_dict()
+    for (path, method), fields_ in sortable.items():
+        for parameter in result["paths"][path][method].get("parameters", []):
+            if parameter["in"] == "query" and parameter["name"] == "sort":
+                parameter["schema"]["pattern"] = sort_pattern(fields_)
+    schemas = result["components"]["schemas"]
+    for key, name in plugin.converter.refs.items():
+        if issubclass(key[0], TargetSchema) and name in schemas:
+            # The body names its target by `id` or by its current `slug` (api/common.py).
+            schemas[name]["anyOf"] = [{"required": ["id"]}, {"required": ["slug"]}]
+    return result

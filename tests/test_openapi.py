@@ -1,5 +1,7 @@
 """GET /openapi.json: a valid OpenAPI 3.1 document listing every route, built from the schemas."""
 
+import re
+
 import pytest
 from openapi_spec_validator import validate
 
@@ -100,7 +102,7 @@ def test_bodies_come_from_the_validating_schemas(document):
         return schemas[ref["schema"]["$ref"].rsplit("/", 1)[-1]]
 
     assert body("/regions/", "post")["required"] == ["name"]
-    assert "required" not in body("/regions/slug/{slug}", "put")  # updates are partial
+    assert "required" not in body("/regions/slug/{item_slug}", "put")  # updates are partial
     btob = body("/locations/{slug}/votes/submit/btob", "post")
     btoc = body("/locations/{slug}/votes/submit/btoc", "post")
     employer = body("/locations/{slug}/votes/submit/employer", "post")
@@ -134,3 +136,108 @@ def test_a_view_without_a_description_breaks_the_document(app_factory):
 
     with pytest.raises(LookupError, match="undocumented"):
         build_openapi(app)
+
+
+# Found by fuzzing the document (tests/test_fuzz.py): it has to say what the schemas accept.
+
+
+def conforms(schema: dict, value) -> bool:
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    return Draft202012Validator(schema, format_checker=FormatChecker()).is_valid(value)
+
+
+def test_text_fields_document_what_validation_accepts(document):
+    schemas = document["components"]["schemas"]
+    name = schemas["RegionIn"]["properties"]["name"]  # required, one line
+    assert name["maxLength"] == 200
+    assert [conforms(name, v) for v in ("Café", " North ", "", "  ", "a\nb", "a\x00")] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
+    address = schemas["LocationIn"]["properties"]["address"]  # optional: "" and null clear it
+    assert all(conforms(address, v) for v in ("", "  ", None, "1 Quay"))
+    description = schemas["LocationIn"]["properties"]["description"]  # several lines
+    assert conforms(description, "one\ntwo") and not conforms(description, "bell\x07")
+    slug = schemas["RegionIn"]["properties"]["slug"]
+    assert conforms(slug, "north-2") and not conforms(slug, "") and not conforms(slug, "North")
+    region = schemas["LocationIn"]["properties"]["region"]  # a reference that may be cleared
+    assert conforms(region, "") and conforms(region, None) and not conforms(region, "No!")
+    phone = schemas["LocationIn"]["properties"]["phone"]
+    assert conforms(phone, "+44 20 7946 0000") and not conforms(phone, "call me")
+    website = schemas["LocationIn"]["properties"]["website"]
+    assert conforms(website, "https://harbour.example.org/a?b") and not conforms(website, "ftp://x")
+    email = schemas["InviteIn"]["properties"]["email"]
+    assert email["format"] == "email" and email["minLength"] == 1
+    assert conforms(schemas["LocationIn"]["properties"]["email"], "")
+    password = schemas["RegisterIn"]["properties"]["password"]
+    assert (password["minLength"], password["maxLength"]) == (10, 128)
+
+
+def test_the_documented_text_rules_match_validation(client, super_client):
+    """What the document refuses, the API refuses (and the other way round)."""
+    assert super_client.post("/regions/", json={"name": "  "}).status_code == 422
+    assert super_client.post("/regions/", json={"name": "a\nb"}).status_code == 422
+    assert super_client.post("/regions/", json={"name": " North "}).status_code == 201
+    response = super_client.post("/locations/", json={"name": "Quay", "address": "  "})
+    assert response.status_code == 201 and response.get_json()["address"] is None
+
+
+def test_paths_that_differ_only_in_parameter_names_are_one_path(app, document):
+    shapes: dict[str, str] = {}
+    for path in document["paths"]:
+        shape = re.sub(r"\{[^}]*\}", "{}", path)
+        assert shape not in shapes, f"{path} and {shapes[shape]} are the same path"
+        shapes[shape] = path
+    assert set(document["paths"]["/locations/slug/{slug}"]) >= {"get", "put", "delete"}
+    assert set(document["paths"]["/regions/slug/{item_slug}"]) >= {"get", "put", "delete"}
+
+
+def test_problems_may_carry_extension_members(document):
+    problem = document["components"]["schemas"]["Problem"]
+    assert problem["additionalProperties"] is True
+    assert {"usedBy", "requestId", "fields"} <= set(problem["properties"])
+
+
+def test_delete_bodies_must_name_their_target(document):
+    target = document["components"]["schemas"]["Target"]
+    assert target["anyOf"] == [{"required": ["id"]}, {"required": ["slug"]}]
+    assert not conforms(target, {}) and conforms(target, {"slug": "cafes"})
+
+
+@pytest.mark.parametrize(
+    "path", ["/supers/", "/locations/{slug}/owners/", "/locations/{slug}/votes/"]
+)
+def test_sort_parameters_name_their_fields(document, path):
+    (sort,) = [p for p in document["paths"][path]["get"]["parameters"] if p["name"] == "sort"]
+    assert conforms(sort["schema"], "-createdAt") and not conforms(sort["schema"], "password")
+
+
+def test_views_can_document_sort_fields_and_path_constraints(app_factory):
+    from directory_api.openapi import build_openapi, spec
+    from directory_api.pagination import ListArgs
+    from directory_api.schemas.regions import RegionOut
+
+    app = app_factory()
+
+    @app.get("/things/<term>")
+    @spec(
+        response=RegionOut,
+        query=ListArgs,
+        paged=True,
+        sortable=["name"],
+        path={"term": {"minLength": 2}},
+    )
+    def things(term):
+        """Things."""
+        return {}
+
+    op = build_openapi(app)["paths"]["/things/{term}"]
+    (term,) = op["parameters"]
+    assert term["schema"] == {"type": "string", "minLength": 2}
+    (sort,) = [p for p in op["get"]["parameters"] if p["name"] == "sort"]
+    assert conforms(sort["schema"], "-name,name") and not conforms(sort["schema"], "slug")

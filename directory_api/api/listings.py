@@ -37,6 +37,12 @@ from .common import by_slug_or_422, find_target, id_by_slug
 from .resources import create_named, delete_unused, register_reads, update_named
 
 MIN_TERM, MAX_TERM = 2, 100
+# The same rule for the OpenAPI document: what str.strip() trims, spelled out, since
+# JSON Schema's \s is not Python's.
+_SPACE = "".join(f"\\u{code:04x}" for code in range(0x10000) if chr(code).isspace())
+TERM_PATTERN = (
+    f"^[{_SPACE}]*[^{_SPACE}][\\s\\S]{{{MIN_TERM - 2},{MAX_TERM - 2}}}[^{_SPACE}][{_SPACE}]*$"
+)
 
 
 def location_id_or_404(slug: str) -> uuid.UUID:
@@ -188,7 +194,14 @@ def listings_blueprint(
     )
 
     @bp.get("/search/<term>")
-    @spec(response=ListingOut, query=ListingListArgs, paged=True)
+    @spec(
+        response=ListingOut,
+        query=ListingListArgs,
+        paged=True,
+        sortable=sortable,
+        # 2 to 100 characters once surrounding spaces are trimmed.
+        path={"term": {"minLength": MIN_TERM, "pattern": TERM_PATTERN}},
+    )
     def search(slug: str, term: str):
         """Search by words in name, branch, description and subcategory (accents ignored)."""
         criteria = in_location(slug)

@@ -71,7 +71,7 @@ def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
 
     @bp.get("/")
     @managed_by
-    @spec(response=UserOut, query=ListArgs, paged=True)
+    @spec(response=UserOut, query=ListArgs, paged=True, sortable=SORTABLE)
     def list_members(location: Location):
         """List the users holding this role at the location."""
         return user_page(members(location), UserOut(many=True, location=location))

@@ -24,21 +24,22 @@ def create_region():
     return create_named(Region, region_out, load_body(RegionIn()))
 
 
-@bp.put("/slug/<slug:slug>")
+# <item_slug>, as the reads name it: one path in the OpenAPI document.
+@bp.put("/slug/<slug:item_slug>")
 @require_super
 @spec(body=RegionUpdate, response=RegionOut, conflicts=True)
-def update_region(slug: str):
+def update_region(item_slug: str):
     """Rename a region or change its slug."""
-    region = get_or_404(Region, Region.slug == slug, what="region")
+    region = get_or_404(Region, Region.slug == item_slug, what="region")
     return update_named(region, region_out, load_body(RegionUpdate()))
 
 
-@bp.delete("/slug/<slug:slug>")
+@bp.delete("/slug/<slug:item_slug>")
 @require_super
 @spec(status=204, conflicts=True)
-def delete_region(slug: str):
+def delete_region(item_slug: str):
     """Delete a region no location uses."""
-    region = get_or_404(Region, Region.slug == slug, what="region")
+    region = get_or_404(Region, Region.slug == item_slug, what="region")
     return delete_unused(
         region, "region", {"locations": select(Location.id).where(Location.region_id == region.id)}
     )

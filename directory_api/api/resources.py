@@ -80,7 +80,7 @@ def register_reads(
     def get_by_id(item_id: uuid.UUID, **path_args: Any) -> dict[str, Any]:
         return one.dump(find(path_args, model.id == item_id))
 
-    spec(response=out, query=list_args, paged=True)(list_items)
+    spec(response=out, query=list_args, paged=True, sortable=sortable)(list_items)
     spec(response=out)(get_by_slug)
     spec(response=out)(get_by_id)
     list_items.__doc__ = f"List {what} entries (paged, sortable)."

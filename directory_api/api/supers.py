@@ -15,7 +15,7 @@ from ..openapi import spec
 from ..pagination import ListArgs
 from ..schemas.users import InviteIn, UserOut, UserUpdate
 from .common import apply_changes, created, get_or_404, no_content
-from .members import user_page
+from .members import SORTABLE, user_page
 
 bp = Blueprint("supers", __name__, url_prefix="/supers")
 
@@ -34,7 +34,7 @@ def make_super(user: User) -> None:
 
 @bp.get("/")
 @require_super
-@spec(response=UserOut, query=ListArgs, paged=True)
+@spec(response=UserOut, query=ListArgs, paged=True, sortable=SORTABLE)
 def list_supers():
     """List the supers."""
     return user_page(select(User).where(User.is_super.is_(True)), users_out)

@@ -176,7 +176,7 @@ def filter_votes(stmt: Select, args: dict[str, Any], location: Location) -> Sele
 
 
 @bp.get("/")
-@spec(response=VoteOut, query=VoteListArgs, paged=True)
+@spec(response=VoteOut, query=VoteListArgs, paged=True, sortable=SORTABLE)
 def list_votes(slug: str):
     """List votes, newest first; inactive ones only for those with access."""
     location = get_location_or_404(slug)
