@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from flask import Response, jsonify, request
 from marshmallow import Schema, fields, validate
@@ -14,6 +14,7 @@ from .errors import abort
 from .extensions import db
 
 MAX_PER_PAGE = 100
+PATH_SAFE = "/!$&'()*+,;=:@-._~"  # RFC 3986 pchar and "/", left as they are
 # Loads one page's rows: given the SELECT of the page's ids and the ORDER BY clauses.
 Fetch = Callable[[Select, list[Any]], Sequence[Any]]
 DEFAULT_PER_PAGE = 20
@@ -67,7 +68,9 @@ def parse_list_args(schema: ListArgs | None = None) -> dict[str, Any]:
 def _page_url(page: int) -> str:
     args = request.args.to_dict()
     args["page"] = str(page)
-    return f"{request.path}?{urlencode(args)}"
+    # The path as sent, percent-encoded again: a search term may hold any character,
+    # line breaks included, and a header may not.
+    return f"{quote(request.path, safe=PATH_SAFE)}?{urlencode(args)}"
 
 
 def page_response(

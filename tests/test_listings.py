@@ -486,6 +486,19 @@ def test_search_term_length_and_filters(client, world, kind):
     assert search(client, kind, "tea", "?sort=-name").get_json()["items"][0]["name"] == "Tea Room"
 
 
+def test_a_search_term_with_line_breaks_pages_with_an_encoded_link(client, world, kind):
+    """Regression (fuzzing): the Link header repeated the decoded path, line break and all,
+    and building the response failed with a 500."""
+    make_listing(kind[1], world["harbour"], "a", name="Tea Room")
+    response = search(client, kind, "%0A%09tea%C3%BC%20r%0D", "?perPage=1")
+    assert response.status_code == 200
+    first = response.headers["Link"].split(";")[0]
+    assert first == f"</locations/harbour/{kind[0]}/search/%0A%09tea%C3%BC%20r%0D?perPage=1&page=1>"
+    terms = [("%0Ab%0Ac", 200), ("%C2%A0a%C2%A0", 422), ("%1Cab%1C", 200), ("a%1C", 422)]
+    for term, status in terms:  # what str.strip() trims, as the document's pattern says
+        assert search(client, kind, term).status_code == status, term
+
+
 def test_renaming_a_subcategory_updates_search(super_client, world, kind):
     make_listing(kind[1], world["harbour"], "a", name="Corner", subcategory=world["cafes"])
     response = super_client.put("/categories/", json={"slug": "cafes", "name": "Coffee Shops"})
