@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export FLASK_APP := wsgi
 
-.PHONY: install run test test-browser lint format bench clean
+.PHONY: install run test test-browser fuzz lint format bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,9 @@ run: install  ## migrate, load demo data, serve on http://127.0.0.1:5000 with an
 
 test: install  ## the whole suite on SQLite (set TEST_DATABASE_URL / TEST_REDIS_URL for more)
 	$(BIN)/python -m pytest
+
+fuzz: install  ## Schemathesis against every operation, 500 examples each (FUZZ_SEED=… to vary)
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-500} $(BIN)/python -m pytest tests/test_fuzz.py -p no:randomly
 
 test-browser: install  ## headless Chromium against a live server (apt-get install -y chromium)
 	REQUIRE_BROWSER=1 $(BIN)/python -m pytest tests/test_browser.py -v
