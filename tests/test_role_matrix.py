@@ -1,0 +1,485 @@
+"""Every route × six identities: who gets in, who is refused, as API.md promises.
+
+One table row per (rule, method) of the URL map. Each case builds its own world — the
+locations harbour and hill, one user per identity and whatever the request targets — and
+sends a request that is valid, so the allowed identities get the real success status and
+the others are refused for who they are, not for what they sent.
+
+Reading API.md (section 2 "Roles", then each endpoint's section), where it needed reading:
+- POST /auth/logout: the interface description marks it [S] [O] [A], but API.md says only
+  "401 when not signed in", and API.md stands; so any signed-in user, role or not, gets 204.
+- /locations/:slug/owners/ are the supers' ([S]); …/admins/ the location's owners' ([O],
+  so supers too); admins manage neither.
+- POST …/votes/ is "access to the location" (super, owner, admin) although the interface
+  description lists no role letter: the service "must confirm that the user has access".
+- GET …/votes/id/:id names an inactive vote: it exists only for those with access (200),
+  everyone else gets 404 (API.md 1, "Errors": "a hidden (inactive) vote seen by someone
+  who may not see it").
+- PUT /me/id/:id names a third user, so only a super may (a user's own id is test_me's).
+- The token endpoints (register, reset completion, e-mail confirmation) are public: the
+  token is the credential. Each case gets a real token the way a user does, from the mail
+  queued by the invitation / reset / e-mail change, so every identity gets the success.
+- GET /health/ready is not in API.md; it is public, like /health.
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from directory_api.extensions import db, limiter
+from directory_api.models import Location, Role, Vote, VoteType
+
+from .conftest import build_app, empty_all_tables, link_in, queued_mail, signed_in
+from .factories import (
+    PASSWORD,
+    grant,
+    make_category,
+    make_listing,
+    make_location,
+    make_region,
+    make_social,
+    make_user,
+    save,
+)
+
+IDENTITIES = ("anonymous", "nobody", "other_admin", "admin", "owner", "super")
+EMAILS = {
+    "nobody": "nobody@example.com",
+    "other_admin": "hill-admin@example.com",  # admin of hill, not of harbour
+    "admin": "admin@example.com",
+    "owner": "owner@example.com",
+    "super": "super@example.com",
+}
+MEMBER = "member@example.com"  # a user with no role, whom some requests are about
+NEW_PASSWORD = "a brand new passphrase"
+SKIPPED_BLUEPRINTS = {"static", "bench"}  # bench is registered only with BENCH_MODE
+
+SUPER = ("super",)
+OWNER = ("owner", "super")
+ACCESS = ("admin", "owner", "super")
+
+
+def everyone(status: int) -> dict[str, int]:
+    """A public endpoint: the same answer for every identity."""
+    return dict.fromkeys(IDENTITIES, status)
+
+
+def signed_in_users(status: int) -> dict[str, int]:
+    """Needs a signed-in user, any role or none."""
+    return {**everyone(status), "anonymous": 401}
+
+
+def only(status: int, allowed: tuple[str, ...]) -> dict[str, int]:
+    """Needs one of the `allowed` identities: 401 anonymous, 403 for the other signed-in."""
+    return {
+        identity: status if identity in allowed else 401 if identity == "anonymous" else 403
+        for identity in IDENTITIES
+    }
+
+
+def visible_to(status: int, allowed: tuple[str, ...]) -> dict[str, int]:
+    """Public, but the target exists only for the `allowed` identities (404 for the rest)."""
+    return {identity: status if identity in allowed else 404 for identity in IDENTITIES}
+
+
+@dataclass(frozen=True)
+class Case:
+    """A request (its path and body formatted with the world's ids and tokens), what the
+    world must hold for it, and the status each identity gets."""
+
+    path: str
+    outcomes: dict[str, int]
+    body: Any = None
+    needs: tuple[str, ...] = ()
+
+
+Rows = dict[tuple[str, str], Case]  # (rule, method) → Case
+
+SUBMISSION = {
+    "yourName": "Ann Voter",
+    "yourEmail": "ann.voter@example.org",
+    "yourPhone": "+44 100 000 000",
+    "businessName": "Harbour Works",
+    "businessBranch": "Quay",
+    "voteBody": "A fine place to work.",
+}
+
+
+def listing_rows(plural: str) -> Rows:
+    """Businesses or employers of harbour; "target" is one of them."""
+    base = f"/locations/<slug:slug>/{plural}"
+    here = f"/locations/harbour/{plural}"
+    needs = (plural,)
+    return {
+        (f"{base}/", "GET"): Case(f"{here}/", everyone(200), needs=needs),
+        (f"{base}/id/<uuid:item_id>", "GET"): Case(
+            f"{here}/id/{{{plural}}}", everyone(200), needs=needs
+        ),
+        (f"{base}/slug/<slug:item_slug>", "GET"): Case(
+            f"{here}/slug/target", everyone(200), needs=needs
+        ),
+        (f"{base}/search/<term>", "GET"): Case(f"{here}/search/works", everyone(200), needs=needs),
+        (f"{base}/", "POST"): Case(
+            f"{here}/",
+            only(201, ACCESS),
+            {
+                "name": "New Place",
+                "subcategory": "cafes",
+                "socials": [{"social": "instagram", "url": "https://instagram.com/new"}],
+            },
+            ("categories", "socials"),
+        ),
+        (f"{base}/", "PUT"): Case(
+            f"{here}/", only(200, ACCESS), {"slug": "target", "name": "Renamed Works"}, needs
+        ),
+        (f"{base}/", "DELETE"): Case(f"{here}/", only(204, ACCESS), {"slug": "target"}, needs),
+    }
+
+
+def reference_rows(plural: str, target: str, create: dict[str, str]) -> Rows:
+    """Regions, categories and socials: anyone reads, supers write."""
+    reads = {
+        (f"/{plural}/", "GET"): f"/{plural}/",
+        (f"/{plural}/id/<uuid:item_id>", "GET"): f"/{plural}/id/{{{plural}}}",
+        (f"/{plural}/slug/<slug:item_slug>", "GET"): f"/{plural}/slug/{target}",
+    }
+    rows = {key: Case(path, everyone(200), needs=(plural,)) for key, path in reads.items()}
+    rows[(f"/{plural}/", "POST")] = Case(f"/{plural}/", only(201, SUPER), create, (plural,))
+    return rows
+
+
+def member_rows(plural: str, managers: tuple[str, ...]) -> Rows:
+    """Owners and admins of harbour; `{target}` holds that role there."""
+    base = f"/locations/<slug:slug>/{plural}"
+    here = f"/locations/harbour/{plural}"
+    needs = (f"target_{plural}",)
+    return {
+        (f"{base}/", "GET"): Case(f"{here}/", only(200, managers), needs=needs),
+        (f"{base}/", "POST"): Case(
+            f"{here}/", only(201, managers), body={"email": "new@example.com", "name": "New"}
+        ),
+        (f"{base}/id/<uuid:user_id>", "GET"): Case(
+            f"{here}/id/{{target}}", only(200, managers), needs=needs
+        ),
+        (f"{base}/id/<uuid:user_id>", "PUT"): Case(
+            f"{here}/id/{{target}}", only(200, managers), body={"name": "Renamed"}, needs=needs
+        ),
+        (f"{base}/id/<uuid:user_id>", "DELETE"): Case(
+            f"{here}/id/{{target}}", only(204, managers), needs=needs
+        ),
+    }
+
+
+def submission(kind: str, status: int, **extra: str) -> Case:
+    path = f"/locations/harbour/votes/submit/{kind}"
+    return Case(path, everyone(status), {**SUBMISSION, **extra})
+
+
+TABLE: Rows = {
+    # Operations and documents
+    ("/health", "GET"): Case("/health", everyone(200)),
+    ("/health/ready", "GET"): Case("/health/ready", everyone(200)),
+    ("/openapi.json", "GET"): Case("/openapi.json", everyone(200)),
+    # Sessions
+    ("/auth/login", "POST"): Case(
+        "/auth/login", everyone(200), {"email": MEMBER, "password": PASSWORD}, ("member",)
+    ),
+    ("/auth/logout", "POST"): Case("/auth/logout", signed_in_users(204)),
+    # Accounts
+    ("/me/", "GET"): Case("/me/", signed_in_users(200)),
+    ("/me/id/<uuid:user_id>", "PUT"): Case(
+        "/me/id/{member}", only(200, SUPER), {"name": "Mem Ber", "phone": "+44 1"}, ("member",)
+    ),
+    ("/me/register/<uuid:user_id>", "POST"): Case(
+        "/me/register/{invitee}",
+        everyone(200),
+        {"token": "{invitation_token}", "password": NEW_PASSWORD, "name": "Invitee"},
+        ("invitation",),
+    ),
+    ("/me/password-reset", "POST"): Case(
+        "/me/password-reset", everyone(202), {"email": MEMBER}, ("member",)
+    ),
+    ("/me/password-reset/<token>", "POST"): Case(
+        "/me/password-reset/{reset_token}", everyone(204), {"password": NEW_PASSWORD}, ("reset",)
+    ),
+    ("/me/password-update", "POST"): Case(
+        "/me/password-update",
+        signed_in_users(204),
+        {"currentPassword": PASSWORD, "newPassword": NEW_PASSWORD},
+    ),
+    ("/me/email-update", "POST"): Case(
+        "/me/email-update",
+        signed_in_users(202),
+        {"email": "fresh@example.net", "password": PASSWORD},
+    ),
+    ("/me/email-update/<token>", "POST"): Case(
+        "/me/email-update/{email_token}", everyone(200), needs=("email_change",)
+    ),
+    # Reference lists
+    **reference_rows("regions", "north", {"name": "South"}),
+    ("/regions/slug/<slug:item_slug>", "PUT"): Case(
+        "/regions/slug/north", only(200, SUPER), {"name": "Far North"}, ("regions",)
+    ),
+    ("/regions/slug/<slug:item_slug>", "DELETE"): Case(
+        "/regions/slug/north", only(204, SUPER), needs=("regions",)
+    ),
+    **reference_rows("categories", "cafes", {"name": "Bakeries", "parent": "food"}),
+    ("/categories/", "PUT"): Case(
+        "/categories/", only(200, SUPER), {"slug": "cafes", "name": "Coffee"}, ("categories",)
+    ),
+    ("/categories/", "DELETE"): Case(  # cafes: a subcategory no listing uses
+        "/categories/", only(204, SUPER), {"slug": "cafes"}, ("categories",)
+    ),
+    **reference_rows(
+        "socials", "instagram", {"name": "Mastodon", "url": "https://joinmastodon.org"}
+    ),
+    ("/socials/", "PUT"): Case(
+        "/socials/", only(200, SUPER), {"slug": "instagram", "name": "Insta"}, ("socials",)
+    ),
+    ("/socials/", "DELETE"): Case(
+        "/socials/", only(204, SUPER), {"slug": "instagram"}, ("socials",)
+    ),
+    # Supers; {target} is a second super, so the last one never goes
+    ("/supers/", "GET"): Case("/supers/", only(200, SUPER), needs=("target_super",)),
+    ("/supers/", "POST"): Case("/supers/", only(201, SUPER), {"email": "new@example.com"}),
+    ("/supers/id/<uuid:user_id>", "GET"): Case(
+        "/supers/id/{target}", only(200, SUPER), needs=("target_super",)
+    ),
+    ("/supers/id/<uuid:user_id>", "PUT"): Case(
+        "/supers/id/{target}", only(200, SUPER), {"name": "Renamed"}, ("target_super",)
+    ),
+    ("/supers/id/<uuid:user_id>", "DELETE"): Case(
+        "/supers/id/{target}", only(204, SUPER), needs=("target_super",)
+    ),
+    # Locations; harbour holds no listings or votes here, so a super may delete it
+    ("/locations/", "GET"): Case("/locations/", everyone(200)),
+    ("/locations/", "POST"): Case(
+        "/locations/", only(201, SUPER), {"name": "Bay", "region": "north"}, ("regions",)
+    ),
+    ("/locations/id/<uuid:item_id>", "GET"): Case("/locations/id/{harbour}", everyone(200)),
+    ("/locations/slug/<slug:item_slug>", "GET"): Case("/locations/slug/harbour", everyone(200)),
+    ("/locations/slug/<slug:slug>", "PUT"): Case(  # only fields an owner may change
+        "/locations/slug/harbour",
+        only(200, OWNER),
+        {"name": "Harbour Town", "description": "By the sea.", "email": "desk@harbour.example"},
+    ),
+    ("/locations/slug/<slug:slug>", "DELETE"): Case("/locations/slug/harbour", only(204, SUPER)),
+    # Owners (supers manage them) and admins (owners and supers manage them)
+    **member_rows("owners", SUPER),
+    **member_rows("admins", OWNER),
+    # Businesses and employers
+    **listing_rows("businesses"),
+    **listing_rows("employers"),
+    # Votes; {hidden} is an inactive vote, {shown} an active one
+    ("/locations/<slug:slug>/votes/", "GET"): Case(
+        "/locations/harbour/votes/", everyone(200), needs=("votes",)
+    ),
+    ("/locations/<slug:slug>/votes/id/<uuid:vote_id>", "GET"): Case(
+        "/locations/harbour/votes/id/{hidden}", visible_to(200, ACCESS), needs=("votes",)
+    ),
+    ("/locations/<slug:slug>/votes/", "POST"): Case(
+        "/locations/harbour/votes/",
+        only(201, ACCESS),
+        {**SUBMISSION, "yourPosition": "Clerk", "active": True, "employer": "target"},
+        ("employers",),
+    ),
+    ("/locations/<slug:slug>/votes/", "PUT"): Case(
+        "/locations/harbour/votes/",
+        only(200, ACCESS),
+        {"id": "{hidden}", "active": True, "employer": "target"},
+        ("votes", "employers"),
+    ),
+    ("/locations/<slug:slug>/votes/", "DELETE"): Case(
+        "/locations/harbour/votes/", only(204, ACCESS), {"id": "{hidden}"}, ("votes",)
+    ),
+    ("/locations/<slug:slug>/votes/submit/btob", "POST"): submission(
+        "btob", 202, yourBusiness="Ann's Bakery"
+    ),
+    ("/locations/<slug:slug>/votes/submit/btoc", "POST"): submission("btoc", 202),
+    ("/locations/<slug:slug>/votes/submit/employer", "POST"): submission(
+        "employer", 201, yourPosition="Clerk"
+    ),
+}
+
+# (rule, method, identity) → what is wrong, for cases where the service breaks API.md.
+DEFECTS: dict[tuple[str, str, str], str] = {}
+
+
+# --- one app for the module, a fresh world for each case -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def matrix_app(migrated_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flask]:
+    """Built once: building an app per case would be most of the time of ~450 cases."""
+    app = build_app(migrated_database, tmp_path_factory.mktemp("role-matrix"))
+    yield app
+    with app.app_context():
+        db.engine.dispose()
+
+
+@pytest.fixture
+def app(matrix_app: Flask, migrated_database: str) -> Iterator[Flask]:
+    """The module's app, left as a new one would be: no rows, no rate-limit counts."""
+    with matrix_app.app_context():
+        yield matrix_app
+        db.session.remove()
+    empty_all_tables(migrated_database)
+    limiter.reset()
+
+
+def url_map_routes(app: Flask) -> set[tuple[str, str]]:
+    return {
+        (rule.rule, method)
+        for rule in app.url_map.iter_rules()
+        if rule.endpoint.split(".")[0] not in SKIPPED_BLUEPRINTS
+        for method in rule.methods - {"HEAD", "OPTIONS"}
+    }
+
+
+def test_the_table_has_exactly_the_routes_of_the_url_map(app):
+    routes = url_map_routes(app)
+    without_a_row, stale_rows = sorted(routes - TABLE.keys()), sorted(TABLE.keys() - routes)
+    assert (without_a_row, stale_rows) == ([], [])
+
+
+def test_every_row_names_every_identity():
+    for key, case in TABLE.items():
+        assert tuple(case.outcomes) == IDENTITIES, key
+
+
+# --- the world of one case -------------------------------------------------------------------
+
+
+def make_vote(location: Location, *, active: bool) -> str:
+    vote = save(
+        Vote(
+            location_id=location.id,
+            type=VoteType.EMPLOYER,
+            active=active,
+            your_name="Val Voter",
+            your_email="val@example.org",
+            your_phone="+44 100 000 001",
+            business_name="Harbour Works",
+            business_branch="Quay",
+            vote_body="Kind managers.",
+            your_position="Clerk",
+        )
+    )
+    return str(vote.id)
+
+
+def invitation(app: Flask) -> dict[str, str]:
+    """An invitation to hill's admins, sent by a super; its link carries the id and token."""
+    response = signed_in(app, EMAILS["super"]).post(
+        "/locations/hill/admins/", json={"email": "invitee@example.com"}
+    )
+    assert response.status_code == 201, response.get_json()
+    [mail] = queued_mail("invitee@example.com")
+    invitee, _, token = link_in(mail.body, "/register/").partition("?token=")
+    return {"invitee": invitee, "invitation_token": token}
+
+
+def reset_token(app: Flask) -> str:
+    response = app.test_client().post("/me/password-reset", json={"email": MEMBER})
+    assert response.status_code == 202, response.get_json()
+    return link_in(queued_mail(MEMBER)[-1].body, "/password-reset/")
+
+
+def email_change_token(app: Flask) -> str:
+    new_address = "member@new.example"
+    response = signed_in(app, MEMBER).post(
+        "/me/email-update", json={"email": new_address, "password": PASSWORD}
+    )
+    assert response.status_code == 202, response.get_json()
+    return link_in(queued_mail(new_address)[0].body, "/email-update/")
+
+
+def build_world(app: Flask, needs: tuple[str, ...]) -> dict[str, str]:
+    """Harbour and hill, one user per identity, and what `needs` names; returns the ids and
+    tokens the request's path and body refer to."""
+    harbour, hill = make_location("harbour"), make_location("hill")
+    users = {
+        identity: make_user(email, is_super=identity == "super")
+        for identity, email in EMAILS.items()
+    }
+    grant(users["other_admin"], hill, Role.ADMIN)
+    grant(users["admin"], harbour, Role.ADMIN)
+    grant(users["owner"], harbour, Role.OWNER)
+    values = {"harbour": str(harbour.id)}
+    if "member" in needs or "reset" in needs or "email_change" in needs:
+        values["member"] = str(make_user(MEMBER).id)
+    if "regions" in needs:
+        values["regions"] = str(make_region("north").id)
+    if "categories" in needs or "businesses" in needs or "employers" in needs:
+        food = make_category("food", "Food & Drink")
+        values["categories"] = str(make_category("cafes", "Cafés", parent=food).id)
+    if "socials" in needs:
+        values["socials"] = str(make_social("instagram").id)
+    for plural, kind in (("businesses", "business"), ("employers", "employer")):
+        if plural in needs:
+            listing = make_listing(kind, harbour, "target", name="Harbour Works")
+            values[plural] = str(listing.id)
+    if "votes" in needs:
+        values["shown"] = make_vote(harbour, active=True)
+        values["hidden"] = make_vote(harbour, active=False)
+    if "target_super" in needs:
+        values["target"] = str(make_user("target@example.com", is_super=True).id)
+    for plural, role in (("owners", Role.OWNER), ("admins", Role.ADMIN)):
+        if f"target_{plural}" in needs:
+            target = make_user("target@example.com", name="Target")
+            grant(target, harbour, role)
+            values["target"] = str(target.id)
+    if "invitation" in needs:
+        values |= invitation(app)
+    if "reset" in needs:
+        values["reset_token"] = reset_token(app)
+    if "email_change" in needs:
+        values["email_token"] = email_change_token(app)
+    return values
+
+
+def fill(template: Any, values: dict[str, str]) -> Any:
+    """`template` with every string formatted with `values` (lists and dicts walked)."""
+    if isinstance(template, str):
+        return template.format(**values)
+    if isinstance(template, dict):
+        return {key: fill(value, values) for key, value in template.items()}
+    if isinstance(template, list):
+        return [fill(item, values) for item in template]
+    return template
+
+
+def client_as(app: Flask, identity: str) -> FlaskClient:
+    if identity == "anonymous":
+        return app.test_client()
+    return signed_in(app, EMAILS[identity])
+
+
+# --- the matrix ------------------------------------------------------------------------------
+
+
+def matrix_params() -> list[Any]:
+    params = []
+    for rule, method in TABLE:
+        for identity in IDENTITIES:
+            defect = DEFECTS.get((rule, method, identity))
+            marks = [pytest.mark.xfail(strict=True, reason=f"defect: {defect}")] if defect else []
+            name = f"{method} {rule} as {identity}"
+            params.append(pytest.param(rule, method, identity, marks=marks, id=name))
+    return params
+
+
+@pytest.mark.parametrize(("rule", "method", "identity"), matrix_params())
+def test_role_matrix(app, rule, method, identity):
+    case = TABLE[(rule, method)]
+    values = build_world(app, case.needs)
+    client = client_as(app, identity)
+    response = client.open(fill(case.path, values), method=method, json=fill(case.body, values))
+    expected = case.outcomes[identity]
+    assert response.status_code == expected, response.get_json()
+    if expected >= 400:
+        assert response.mimetype == "application/problem+json"
