@@ -17,8 +17,11 @@ from marshmallow import INCLUDE, Schema, fields
 from werkzeug.routing import AnyConverter, Rule, UUIDConverter
 
 from .schemas.base import (
+    CONTROL,
+    PHONE_REGEX,
     SLUG_PATTERN,
     SLUG_REGEX,
+    WHITESPACE,
     Email,
     Phone,
     Slug,
@@ -80,10 +83,7 @@ class ProblemSchema(Schema):
 
 # What the Text fields of schemas/base.py accept. They trim first, so the patterns describe
 # the trimmed (canonical) value; surrounding whitespace is tolerated on input as well.
-WHITESPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-CONTROL = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f"
 LINE_BREAKS = r"\n\r\x85\u2028\u2029"
-PHONE_REGEX = r"\+?[0-9][0-9 ()./-]*"
 # A subset of what marshmallow's URL validator takes (http(s), a host name with a TLD).
 URL_REGEX = (
     r"https?://(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,6}(?::[0-9]{1,5})?"

@@ -30,18 +30,17 @@ from ..models import (
 from ..models.listing import fold
 from ..openapi import spec
 from ..pagination import page_response, parse_list_args, sort_fields
-from ..schemas.base import TargetSchema
+from ..schemas.base import WHITESPACE, TargetSchema
 from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
 from ..types import SQLITE_SEARCH_TABLE
 from .common import by_slug_or_422, find_target, id_by_slug
 from .resources import create_named, delete_unused, register_reads, update_named
 
 MIN_TERM, MAX_TERM = 2, 100
-# The same rule for the OpenAPI document: what str.strip() trims, spelled out, since
-# JSON Schema's \s is not Python's.
-_SPACE = "".join(f"\\u{code:04x}" for code in range(0x10000) if chr(code).isspace())
+# The same rule for the OpenAPI document: 2 to 100 characters once stripped.
 TERM_PATTERN = (
-    f"^[{_SPACE}]*[^{_SPACE}][\\s\\S]{{{MIN_TERM - 2},{MAX_TERM - 2}}}[^{_SPACE}][{_SPACE}]*$"
+    f"^[{WHITESPACE}]*[^{WHITESPACE}][\\s\\S]{{{MIN_TERM - 2},{MAX_TERM - 2}}}"
+    f"[^{WHITESPACE}][{WHITESPACE}]*$"
 )
 
 

@@ -22,7 +22,12 @@ from .dump import SHORTCUTS, PlannedDump
 SLUG_REGEX = r"[a-z0-9]+(?:-[a-z0-9]+)*"
 SLUG_PATTERN = f"^{SLUG_REGEX}$"
 # Control characters other than tab and line breaks (NUL included) are never text.
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+CONTROL = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f"
+CONTROL_CHARACTERS = re.compile(f"[{CONTROL}]")
+# What str.strip() trims, as the body of a regex character class that reads the same in
+# Python and in JSON Schema (whose \s is not Python's): for the OpenAPI document.
+WHITESPACE = "".join(f"\\u{code:04x}" for code in range(0x10000) if chr(code).isspace())
+PHONE_REGEX = r"\+?[0-9][0-9 ()./-]*"
 
 
 class SlugConverter(BaseConverter):
@@ -116,9 +121,7 @@ class Phone(Text):
         super().__init__(max_length=PHONE_LENGTH, **kwargs)
 
     def clean(self, text: str) -> str:
-        validate.Regexp(r"^\+?[0-9][0-9 ()./-]*$", error="Digits, spaces and + ( ) . / - only.")(
-            text
-        )
+        validate.Regexp(f"^{PHONE_REGEX}$", error="Digits, spaces and + ( ) . / - only.")(text)
         return text
 
 
