@@ -14,6 +14,8 @@ from directory_api.models import (
     Role,
     Social,
     User,
+    Vote,
+    VoteType,
 )
 from directory_api.security import hash_password
 
@@ -61,3 +63,15 @@ def make_listing(kind: str, location: Location, slug: str, **fields: Any) -> Any
 
 def grant(user: User, location: Location, role: Role) -> Membership:
     return save(Membership(user_id=user.id, location_id=location.id, role=role))
+
+
+def make_vote(location: Location, **fields: Any) -> Vote:
+    """An employer vote at `location` (inactive unless `active=True`); fields override."""
+    defaults = {
+        "type": VoteType.EMPLOYER,
+        "your_name": "Val Voter",
+        "your_email": "val@example.com",
+        "business_name": "Acme",
+        "vote_body": "Good",
+    }
+    return save(Vote(location_id=location.id, **(defaults | fields)))

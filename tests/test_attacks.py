@@ -495,6 +495,17 @@ def test_reset_requests_look_alike_down_to_headers(app):
     assert [m.recipients for m in queued_mail()] == [["ann@example.com"]]
 
 
+# An employer vote's fields, but its body (staff votes, forms and bodies below).
+VOTE_FIELDS = {
+    "yourName": "Val",
+    "yourEmail": "val@example.com",
+    "yourPhone": "+44 1",
+    "businessName": "Acme",
+    "businessBranch": "Quay",
+    "yourPosition": "Clerk",
+}
+
+
 # --- 7 and 8. cross-site requests and non-JSON bodies -----------------------------------------
 # test_protection.py checks POST /regions/; these check every other kind of unsafe request,
 # including the ones that sign in, sign out and take tokens, and that nothing changed.
@@ -550,15 +561,7 @@ UNSAFE = {
         "admin",
         "POST",
         "/locations/harbour/votes/",
-        {
-            "yourName": "Val",
-            "yourEmail": "val@example.com",
-            "yourPhone": "+44 1",
-            "businessName": "Acme",
-            "businessBranch": "Quay",
-            "voteBody": "Fine",
-            "yourPosition": "Clerk",
-        },
+        {**VOTE_FIELDS, "voteBody": "Fine"},
     ),
     "vote-moderate": (
         "admin",
@@ -817,13 +820,8 @@ PRIVILEGED = [
         "POST",
         "/locations/harbour/votes/",
         {
-            "yourName": "Val",
-            "yourEmail": "val@example.com",
-            "yourPhone": "+44 1",
-            "businessName": "Acme",
-            "businessBranch": "Quay",
+            **VOTE_FIELDS,
             "voteBody": "Fine",
-            "yourPosition": "Clerk",
             "location": "bay",
         },
         "location",
@@ -833,13 +831,8 @@ PRIVILEGED = [
         "POST",
         "/locations/harbour/votes/",
         {
-            "yourName": "Val",
-            "yourEmail": "val@example.com",
-            "yourPhone": "+44 1",
-            "businessName": "Acme",
-            "businessBranch": "Quay",
+            **VOTE_FIELDS,
             "voteBody": "Fine",
-            "yourPosition": "Clerk",
             "id": "{vote}",
         },
         "id",
@@ -965,14 +958,6 @@ def test_a_multiline_vote_body_stays_in_the_body_of_the_delivered_mail(mail_app,
 # these send a full megabyte, also chunked (no Content-Length) and as forms.
 
 
-VOTE_FIELDS = {
-    "yourName": "Val",
-    "yourEmail": "val@example.com",
-    "yourPhone": "+44 1",
-    "businessName": "Acme",
-    "businessBranch": "Quay",
-    "yourPosition": "Clerk",
-}
 HUGE = "x" * MB
 
 

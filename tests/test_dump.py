@@ -6,7 +6,7 @@ import pytest
 from marshmallow import Schema, fields
 
 from directory_api.extensions import db
-from directory_api.models import Role, Vote, VoteType
+from directory_api.models import Role, VoteType
 from directory_api.schemas import categories, listings, locations, regions, socials, users, votes
 from directory_api.schemas.base import Resource
 from directory_api.schemas.dump import PlannedDump
@@ -19,7 +19,7 @@ from .factories import (
     make_region,
     make_social,
     make_user,
-    save,
+    make_vote,
 )
 
 MODULES = (categories, listings, locations, regions, socials, users, votes)
@@ -57,28 +57,23 @@ def objects(app):
         grant(owner, harbour, Role.OWNER)
         grant(owner, bare, Role.ADMIN)
         invited = make_user("invited@example.org", password=None)
-        vote = save(
-            Vote(
-                location_id=harbour.id,
-                type=VoteType.EMPLOYER,
-                employer=employer,
-                your_name="V",
-                your_email="v@example.org",
-                business_name="Works",
-                vote_body="Good.",
-            )
+        vote = make_vote(
+            harbour,
+            employer=employer,
+            your_name="V",
+            your_email="v@example.org",
+            business_name="Works",
+            vote_body="Good.",
         )
-        plain_vote = save(
-            Vote(
-                location_id=harbour.id,
-                type=VoteType.BTOC,
-                active=True,
-                your_name="W",
-                your_email="w@example.org",
-                your_phone="+44 2",
-                business_name="Apple",
-                vote_body="Nice.",
-            )
+        plain_vote = make_vote(
+            harbour,
+            type=VoteType.BTOC,
+            active=True,
+            your_name="W",
+            your_email="w@example.org",
+            your_phone="+44 2",
+            business_name="Apple",
+            vote_body="Nice.",
         )
         yield {
             "RegionOut": [north],

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import event, text
 
 from directory_api.extensions import db
-from directory_api.models import Business, Employer, ListingSocial, Role, Vote, VoteType
+from directory_api.models import Business, Employer, ListingSocial, Role
 
 from .conftest import PG_URL, signed_in
 from .factories import (
@@ -16,7 +16,7 @@ from .factories import (
     make_location,
     make_social,
     make_user,
-    save,
+    make_vote,
 )
 
 KINDS = [("businesses", "business", Business), ("employers", "employer", Employer)]
@@ -394,16 +394,13 @@ def test_delete_removes_the_social_links(staff, world, kind):
 
 def test_an_employer_with_votes_cannot_be_deleted(staff, world):
     employer = make_listing("employer", world["harbour"], "acme")
-    save(
-        Vote(
-            location_id=world["harbour"].id,
-            type=VoteType.EMPLOYER,
-            employer_id=employer.id,
-            your_name="A",
-            your_email="a@example.com",
-            business_name="Acme",
-            vote_body="Good",
-        )
+    make_vote(
+        world["harbour"],
+        employer_id=employer.id,
+        your_name="A",
+        your_email="a@example.com",
+        business_name="Acme",
+        vote_body="Good",
     )
     response = staff["owner"].delete("/locations/harbour/employers/", json={"slug": "acme"})
     assert response.status_code == 409

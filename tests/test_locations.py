@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pytest
 
 from directory_api.extensions import db
-from directory_api.models import Location, Membership, Role, Vote, VoteType
+from directory_api.models import Location, Membership, Role, Vote
 
 from .conftest import signed_in
-from .factories import grant, make_listing, make_location, make_region, make_user, save
+from .factories import grant, make_listing, make_location, make_region, make_user, make_vote, save
 
 PROBLEM = "application/problem+json"
 FIELDS = {
@@ -667,16 +667,7 @@ def test_delete_unknown_location_is_404(super_client, scene):
 
 
 def add_vote(location: Location) -> Vote:
-    return save(
-        Vote(
-            location_id=location.id,
-            type=VoteType.EMPLOYER,
-            your_name="A",
-            your_email="a@example.com",
-            business_name="X",
-            vote_body="Good",
-        )
-    )
+    return make_vote(location, your_name="A", your_email="a@example.com", business_name="X")
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from directory_api.extensions import db, limiter
-from directory_api.models import Location, Role, Vote, VoteType
+from directory_api.models import Location, Role
 
 from .conftest import build_app, empty_all_tables, link_in, queued_mail, signed_in
 from .factories import (
@@ -43,7 +43,7 @@ from .factories import (
     make_region,
     make_social,
     make_user,
-    save,
+    make_vote,
 )
 
 IDENTITIES = ("anonymous", "nobody", "other_admin", "admin", "owner", "super")
@@ -354,20 +354,17 @@ def test_every_row_names_every_identity():
 # --- the world of one case -------------------------------------------------------------------
 
 
-def make_vote(location: Location, *, active: bool) -> str:
-    vote = save(
-        Vote(
-            location_id=location.id,
-            type=VoteType.EMPLOYER,
-            active=active,
-            your_name="Val Voter",
-            your_email="val@example.org",
-            your_phone="+44 100 000 001",
-            business_name="Harbour Works",
-            business_branch="Quay",
-            vote_body="Kind managers.",
-            your_position="Clerk",
-        )
+def add_vote(location: Location, *, active: bool) -> str:
+    vote = make_vote(
+        location,
+        active=active,
+        your_name="Val Voter",
+        your_email="val@example.org",
+        your_phone="+44 100 000 001",
+        business_name="Harbour Works",
+        business_branch="Quay",
+        vote_body="Kind managers.",
+        your_position="Clerk",
     )
     return str(vote.id)
 
@@ -424,8 +421,8 @@ def build_world(app: Flask, needs: tuple[str, ...]) -> dict[str, str]:
             listing = make_listing(kind, harbour, "target", name="Harbour Works")
             values[plural] = str(listing.id)
     if "votes" in needs:
-        values["shown"] = make_vote(harbour, active=True)
-        values["hidden"] = make_vote(harbour, active=False)
+        values["shown"] = add_vote(harbour, active=True)
+        values["hidden"] = add_vote(harbour, active=False)
     if "target_super" in needs:
         values["target"] = str(make_user("target@example.com", is_super=True).id)
     for plural, role in (("owners", Role.OWNER), ("admins", Role.ADMIN)):

@@ -14,8 +14,9 @@ import pytest
 from directory_api.extensions import db
 from directory_api.models import OutboxStatus, Role, Vote, VoteType, utcnow
 
+from . import factories
 from .conftest import queued_mail, send_outbox, signed_in, smtp_settings
-from .factories import grant, make_listing, make_location, make_user, save
+from .factories import grant, make_listing, make_location, make_user
 
 PROBLEM = "application/problem+json"
 VOTES = "/locations/harbour/votes/"
@@ -118,21 +119,18 @@ def staff(app, world):
 
 
 def make_vote(location, number: int, *, days_ago: int, active: bool, employer=None) -> str:
-    vote = save(
-        Vote(
-            location_id=location.id,
-            type=VoteType.EMPLOYER,
-            active=active,
-            employer=employer,
-            your_name=f"Voter Number{number}",
-            your_email=f"voter{number}@example.com",
-            your_phone=f"+44 100 000 00{number}",
-            business_name="Acme Ltd",
-            business_branch="Quay",
-            vote_body=f"Vote number {number}",
-            your_position="Clerk",
-            created_at=utcnow() - timedelta(days=days_ago),
-        )
+    vote = factories.make_vote(
+        location,
+        active=active,
+        employer=employer,
+        your_name=f"Voter Number{number}",
+        your_email=f"voter{number}@example.com",
+        your_phone=f"+44 100 000 00{number}",
+        business_name="Acme Ltd",
+        business_branch="Quay",
+        vote_body=f"Vote number {number}",
+        your_position="Clerk",
+        created_at=utcnow() - timedelta(days=days_ago),
     )
     return str(vote.id)
 
