@@ -1,7 +1,9 @@
 """Settings, every one read from the environment (documented once, in README.md)."""
 
 import os
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 
 def env(name: str, default: str | None = None) -> str | None:
@@ -16,9 +18,22 @@ def env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-def env_int(name: str, default: int) -> int:
+def env_number(name: str, default: Any, kind: Callable[[str], Any]) -> Any:
     value = env(name)
-    return int(value) if value is not None else default
+    if value is None:
+        return default
+    try:
+        return kind(value)
+    except ValueError:
+        raise RuntimeError(f"{name}={value!r} is not a number") from None
+
+
+def env_int(name: str, default: int) -> int:
+    return env_number(name, default, int)
+
+
+def env_float(name: str, default: float) -> float:
+    return env_number(name, default, float)
 
 
 def env_list(name: str) -> list[str]:
@@ -39,8 +54,14 @@ class Config:
     SECRET_KEY = env("SECRET_KEY")
     # None means "SQLite in the instance folder"; create_app() fills in the path.
     SQLALCHEMY_DATABASE_URI = database_url(env("DATABASE_URL"))
-    SQLALCHEMY_ENGINE_OPTIONS = {"pool_pre_ping": True}  # noqa: RUF012
+    # Every wait on a backing service is bounded (directory_api/timeouts.py), so a stalled
+    # dependency answers 503 within seconds instead of hanging the request.
+    DATABASE_CONNECT_TIMEOUT = env_int("DATABASE_CONNECT_TIMEOUT", 3)  # seconds (libpq: ≥ 2)
+    DATABASE_STATEMENT_TIMEOUT = env_float("DATABASE_STATEMENT_TIMEOUT", 5.0)  # seconds; 0: none
+    DATABASE_POOL_TIMEOUT = env_float("DATABASE_POOL_TIMEOUT", 3.0)  # wait for a free connection
     REDIS_URL = env("REDIS_URL")
+    REDIS_CONNECT_TIMEOUT = env_float("REDIS_CONNECT_TIMEOUT", 1.0)
+    REDIS_TIMEOUT = env_float("REDIS_TIMEOUT", 1.0)
 
     # Server-side sessions: a file store under the instance folder unless Redis is configured.
     SESSION_TYPE = env("SESSION_TYPE", "redis" if REDIS_URL else "cachelib")
@@ -92,6 +113,9 @@ class Config:
     MAIL_USERNAME = env("MAIL_USERNAME")
     MAIL_PASSWORD = env("MAIL_PASSWORD")
     MAIL_DEFAULT_SENDER = env("MAIL_DEFAULT_SENDER", "Directory <no-reply@localhost>")
+    MAIL_TIMEOUT = env_float("MAIL_TIMEOUT", 10.0)  # seconds per SMTP exchange
+    # A worker's claim on a message; a claim whose worker died is retried after it expires.
+    OUTBOX_LEASE_SECONDS = env_int("OUTBOX_LEASE_SECONDS", 300)
     VOTE_FALLBACK_RECIPIENT = env("VOTE_FALLBACK_RECIPIENT")
 
     JSON_LOG = env_bool("JSON_LOG", False)

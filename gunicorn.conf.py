@@ -4,12 +4,21 @@ from the environment (see README, "Deploying")."""
 import multiprocessing
 import os
 
-bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
-# The usual 2 × cores + 1 sync workers; WEB_CONCURRENCY overrides (as on most platforms).
-workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() * 2 + 1))
-threads = int(os.environ.get("GUNICORN_THREADS", "1"))
+from directory_api.gunicorn_worker import BoundedThreadWorker
 
-# A request may take this long; on SIGTERM, workers get graceful_timeout to finish theirs.
+bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
+# The usual 2 × cores + 1 processes; WEB_CONCURRENCY overrides (as on most platforms).
+workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count() * 2 + 1))
+# gthread, where a thread only takes a request that has fully arrived, so that slow clients
+# cannot hold them all; each worker serves `threads` requests at once.
+worker_class = BoundedThreadWorker
+threads = int(os.environ.get("GUNICORN_THREADS", "8"))
+# A client has this long, from its first byte, to deliver a whole request; then a 408.
+BoundedThreadWorker.client_timeout = float(os.environ.get("GUNICORN_CLIENT_TIMEOUT", "10"))
+
+# A worker whose event loop stops checking in for this long is restarted (a slow request
+# does not count with threads: the app's own timeouts bound it); on SIGTERM, workers get
+# graceful_timeout to finish their requests.
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
 keepalive = 5

@@ -21,6 +21,7 @@ from .protection import register_protection
 from .schemas.base import SlugConverter
 from .security import init_password_hasher
 from .sessions import init_sessions
+from .timeouts import bound_postgresql, check_timeouts, database_engine_options, redis_options
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPOSED_HEADERS = [
@@ -61,6 +62,15 @@ def configure_database(app: Flask) -> None:
         path = os.path.join(app.instance_path, "directory.sqlite3")
         app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{path}"
         app.config["USING_DEFAULT_DATABASE"] = True
+    check_timeouts(app.config)
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = database_engine_options(
+        app.config, app.config["SQLALCHEMY_DATABASE_URI"]
+    )
+    if app.config["RATELIMIT_STORAGE_URI"].startswith(("redis://", "rediss://")):
+        app.config["RATELIMIT_STORAGE_OPTIONS"] = {
+            **redis_options(app.config),
+            **(app.config.get("RATELIMIT_STORAGE_OPTIONS") or {}),
+        }
 
 
 def check_production_settings(app: Flask) -> None:
@@ -135,6 +145,8 @@ def register_extensions(app: Flask) -> None:
     with app.app_context():
         if db.engine.dialect.name == "sqlite":
             event.listen(db.engine, "connect", _sqlite_pragmas)
+        elif db.engine.dialect.name == "postgresql":
+            bound_postgresql(app, db.engine)
     migrate.init_app(app, db, directory=os.path.join(PROJECT_ROOT, "migrations"))
     login_manager.session_protection = None  # sessions are server-side and rotated at login
     login_manager.init_app(app)
@@ -149,7 +161,7 @@ def register_extensions(app: Flask) -> None:
             origins=app.config["CORS_ORIGINS"],
             supports_credentials=True,
             expose_headers=EXPOSED_HEADERS,
-            allow_headers=["Content-Type", "X-Request-ID"],
+            allow_headers=["Content-Type", "X-Request-ID", "Idempotency-Key"],
             max_age=600,
         )
 

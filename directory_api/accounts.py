@@ -50,12 +50,17 @@ def drop_invitation_if_roleless(user: User) -> None:
 
 
 def sign_in(user: User, *, remember: bool = False) -> None:
-    """Start a fresh session for `user` with a new session id (no fixation)."""
+    """Start a fresh session for `user` with a new session id (no fixation).
+
+    The session is stored at once: call this before committing, so that a session store
+    that fails (503) leaves the database as it was.
+    """
     session.clear()
     login_user(user)
     session.permanent = remember
     session[TOUCHED_KEY] = int(time.time())
     current_app.session_interface.regenerate(session)
+    current_app.session_interface.save_now(session)
 
 
 def set_password(user: User, password: str) -> None:

@@ -5,10 +5,9 @@ from typing import Any, NoReturn
 
 from flask import Flask, Response, current_app, g, json
 from marshmallow import ValidationError
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from werkzeug.exceptions import HTTPException
 
 from .extensions import db
@@ -62,6 +61,17 @@ def problem(status: int, detail: str | None = None, **extra: Any) -> Response:
     return Response(json.dumps(body), status=status, mimetype=PROBLEM_MIMETYPE)
 
 
+def rewrite_as_problem(response: Response, status: int, detail: str) -> None:
+    """Turn an answer built already into a problem, for a failure found after the view ran
+    (saving the session). Its own headers (request id, security) stay; what described the
+    success goes."""
+    response.status_code = status
+    response.set_data(problem(status, detail).get_data())
+    response.content_type = PROBLEM_MIMETYPE
+    for name in ("Location", "Link", "Set-Cookie", "ETag"):
+        response.headers.pop(name, None)
+
+
 def validation_problem(errors: dict[str, Any], detail: str) -> Response:
     return problem(422, detail, errors=errors)
 
@@ -109,9 +119,18 @@ def handle_database_unavailable(error: DBAPIError) -> Response:
     return problem(503, "The database is unavailable; try again shortly.")
 
 
+STORE_UNAVAILABLE = "The session or rate-limit store is unavailable; try again shortly."
+
+
 def handle_store_unavailable(error: RedisError) -> Response:
+    db.session.rollback()  # nothing the request did is kept when it cannot complete
     current_app.logger.error("redis unavailable: %s", type(error).__name__)
-    return problem(503, "The session or rate-limit store is unavailable; try again shortly.")
+    return problem(503, STORE_UNAVAILABLE)
+
+
+def handle_pool_timeout(error: PoolTimeoutError) -> Response:
+    current_app.logger.error("no database connection free within the pool timeout")
+    return problem(503, "The database is busy; try again shortly.")
 
 
 def handle_unexpected(error: Exception) -> Response:
@@ -128,6 +147,7 @@ def register_error_handlers(app: Flask) -> None:
     app.register_error_handler(IntegrityError, handle_integrity_error)
     app.register_error_handler(DataError, handle_data_error)
     app.register_error_handler(OperationalError, handle_database_unavailable)
-    for error in (RedisConnectionError, RedisTimeoutError):
-        app.register_error_handler(error, handle_store_unavailable)
+    app.register_error_handler(PoolTimeoutError, handle_pool_timeout)
+    # Refused, timed out, or read-only after a failover: the store cannot do its part.
+    app.register_error_handler(RedisError, handle_store_unavailable)
     app.register_error_handler(Exception, handle_unexpected)

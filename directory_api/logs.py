@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import Flask, Response, g, has_request_context, request
+from flask import Flask, Response, g, has_request_context, request, request_finished
 
 # Path parameters that carry secrets (reset and e-mail confirmation tokens).
 SECRET_PATH_PARAMETERS = frozenset({"token"})
@@ -77,7 +77,7 @@ def start_timer() -> None:
     g.started = time.perf_counter()
 
 
-def log_request(response: Response) -> Response:
+def log_request(_sender: Flask, response: Response, **_extra: Any) -> None:
     started = g.get("started")
     user = g.get("_login_user")  # only if this request loaded one; never loads it for logging
     request_log.info(
@@ -94,9 +94,10 @@ def log_request(response: Response) -> Response:
             "user_id": str(user.id) if getattr(user, "is_authenticated", False) else None,
         },
     )
-    return response
 
 
 def register_request_logging(app: Flask) -> None:
     app.before_request(start_timer)
-    app.after_request(log_request)
+    # Sent once the answer is final, after the session is saved (which can still turn it
+    # into a 503), so the line shows the status the client got.
+    request_finished.connect(log_request, app)

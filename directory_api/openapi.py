@@ -1,10 +1,12 @@
 """The OpenAPI 3.1 document, generated from the routes and the marshmallow schemas they use.
 
 Each view declares its body, response and query schemas with `@spec` (the same classes it
-validates and dumps with); the access decorators record the role they enforce. The
-document is built by walking the app's URL map, so every route is in it.
+validates and dumps with); the access decorators record the role they enforce, and
+`@idempotent` the header it reads (`header_parameters`). The document is built by walking
+the app's URL map, so every route is in it.
 """
 
+import copy
 import re
 from collections.abc import Callable, Iterable
 from functools import cache
@@ -262,8 +264,11 @@ def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
         op["description"] = "Requires: " + ROLE_TEXT[access]
         op["x-required-role"] = access
         op["security"] = [{"cookieAuth": []}]
+    parameters: list[dict[str, Any]] = copy.deepcopy(getattr(view, "header_parameters", []))
     if info["query"] is not None:
-        op["parameters"] = [{"in": "query", "schema": info["query"]}]
+        parameters.insert(0, {"in": "query", "schema": info["query"]})
+    if parameters:
+        op["parameters"] = parameters
     if info["body"] is not None:
         content = {"application/json": {"schema": info["body"]}}
         if getattr(view, "accepts_forms", False):

@@ -5,25 +5,33 @@ the change that caused it was committed. `deliver_due` sends what is due; a fail
 the message pending with exponential backoff. Each message is claimed by an atomic update
 (and, on PostgreSQL, `FOR UPDATE SKIP LOCKED`), so several workers never send one twice,
 and no lock is held while talking to the SMTP server.
+
+A claim is a lease (`OUTBOX_LEASE_SECONDS`): a message whose worker died is taken again
+once it runs out, and a worker ends its SMTP conversation before then (every exchange has
+`MAIL_TIMEOUT`, the whole a deadline), so two workers are never sending one message at once.
+The outcome is recorded only while the claim is still the worker's own.
 """
 
+import contextlib
 import logging
+import smtplib
+import socket
+import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import flask_mail
 from flask import current_app, render_template
 from flask_mail import Message
 from sqlalchemy import select, update
 
-from .extensions import db, mail
+from .extensions import db
 from .models import OutboxMessage, OutboxStatus, utcnow
 
 log = logging.getLogger(__name__)
 
-# A claimed message is retried after this long if its worker died mid-send.
-CLAIM_LEASE = timedelta(minutes=5)
 MAX_ATTEMPTS = 10
 
 
@@ -44,6 +52,7 @@ def queue_mail(
     subject, body = render_mail(template, **context)
     message = OutboxMessage(
         recipients=[recipients] if isinstance(recipients, str) else list(recipients),
+        template=template,
         subject=subject,
         body=body,
         reply_to=reply_to,
@@ -60,9 +69,64 @@ def backoff(attempts: int) -> timedelta:
     return min(timedelta(seconds=30 * 2 ** max(attempts - 1, 0)), timedelta(hours=6))
 
 
-def send_now(message: OutboxMessage) -> None:
-    """Hand one message to SMTP, or to the log when no MAIL_SERVER is configured."""
-    if not current_app.config.get("MAIL_SERVER"):
+class BoundedSMTPConnection(flask_mail.Connection):
+    """Flask-Mail's connection with a timeout on every exchange and a hard deadline.
+
+    A server that accepts and never answers would otherwise hold the worker (and its claim)
+    forever. The deadline ends the conversation before the claim's lease runs out, so no
+    other worker can start on a message while this one may still be sending it.
+    """
+
+    def __init__(self, state: Any, timeout: float, deadline: float) -> None:
+        super().__init__(state)
+        self.timeout = timeout
+        self.deadline = deadline
+        self.watchdog: threading.Timer | None = None
+
+    def configure_host(self) -> smtplib.SMTP:
+        smtp_class = smtplib.SMTP_SSL if self.mail.use_ssl else smtplib.SMTP
+        host = smtp_class(timeout=self.timeout)  # no host yet: connect() below is bounded too
+        self.watchdog = threading.Timer(max(self.deadline - time.monotonic(), 0), hang_up, [host])
+        self.watchdog.daemon = True
+        self.watchdog.start()
+        host.connect(self.mail.server, self.mail.port)
+        if self.mail.use_tls:
+            host.starttls()
+        if self.mail.username and self.mail.password:
+            host.login(self.mail.username, self.mail.password)
+        return host
+
+    def __exit__(self, exc_type: Any, exc_value: Any, tb: Any) -> None:
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+        if self.host is not None:
+            # The message was accepted (or refused) already: a QUIT that fails changes neither.
+            with contextlib.suppress(smtplib.SMTPException, OSError):
+                self.host.quit()
+            self.host.close()
+
+
+def hang_up(host: smtplib.SMTP) -> None:
+    """Past the deadline: shut the socket, which wakes the blocked read with an error."""
+    sock = getattr(host, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def message_id(message: OutboxMessage) -> str:
+    """The same Message-ID on every attempt, so a receiver can drop a repeat (SMTP cannot
+    promise once: a server may accept a message whose 250 answer never reaches us)."""
+    sender = current_app.config["MAIL_DEFAULT_SENDER"]
+    domain = sender.rpartition("@")[2].rstrip(">").strip() or "localhost"
+    return f"<{message.id}@{domain}>"
+
+
+def send_now(message: OutboxMessage, deadline: float) -> None:
+    """Hand one message to SMTP (or to the log without MAIL_SERVER), by `deadline`
+    (a time.monotonic() value) at the latest."""
+    config = current_app.config
+    if not config.get("MAIL_SERVER"):
         log.info(
             "mail (no MAIL_SERVER; logged instead of sent) to=%s subject=%r\n%s",
             ", ".join(message.recipients),
@@ -70,18 +134,37 @@ def send_now(message: OutboxMessage) -> None:
             message.body,
         )
         return
-    mail.send(
-        Message(
-            subject=message.subject,
-            recipients=message.recipients,
-            body=message.body,
-            reply_to=message.reply_to,
-        )
+    outgoing = Message(
+        subject=message.subject,
+        recipients=message.recipients,
+        body=message.body,
+        reply_to=message.reply_to,
     )
+    outgoing.msgId = message_id(message)
+    state = current_app.extensions["mail"]
+    if state.suppress:
+        return
+    with BoundedSMTPConnection(state, config["MAIL_TIMEOUT"], deadline) as connection:
+        outgoing.send(connection)
 
 
-def _claim_next() -> OutboxMessage | None:
-    """Take the next due message for this worker, or None when nothing is due."""
+@dataclass
+class Claim:
+    message: OutboxMessage
+    attempt: int
+    deadline: float  # time.monotonic() by which sending must be over
+
+
+def lease() -> timedelta:
+    return timedelta(seconds=current_app.config["OUTBOX_LEASE_SECONDS"])
+
+
+def _claim_next() -> Claim | None:
+    """Take the next due message for this worker, or None when nothing is due.
+
+    A due message is a pending one whose next attempt has come, including one claimed by a
+    worker that died: a claim only moves `next_attempt_at` a lease ahead.
+    """
     now = utcnow()
     stmt = (
         select(OutboxMessage)
@@ -94,6 +177,7 @@ def _claim_next() -> OutboxMessage | None:
         if candidate is None:
             db.session.commit()
             return None
+        attempt = candidate.attempts + 1
         claimed = db.session.execute(
             update(OutboxMessage)
             .where(
@@ -101,14 +185,35 @@ def _claim_next() -> OutboxMessage | None:
                 OutboxMessage.status == OutboxStatus.PENDING,
                 OutboxMessage.attempts == candidate.attempts,
             )
-            .values(attempts=candidate.attempts + 1, next_attempt_at=now + CLAIM_LEASE)
+            .values(attempts=attempt, next_attempt_at=now + lease())
             .execution_options(synchronize_session=False)
         ).rowcount
         db.session.commit()
         if claimed == 1:
             db.session.refresh(candidate)
-            return candidate
+            # Stop sending well before the lease ends (a tenth of it, at least a second).
+            seconds = lease().total_seconds()
+            deadline = time.monotonic() + seconds - max(seconds / 10, 1.0)
+            return Claim(candidate, attempt, deadline)
         # Another worker claimed it between our read and our write; look again.
+
+
+def _settle(claim: Claim, **values: Any) -> bool:
+    """Record the outcome, only while the claim is still ours (nobody re-claimed it)."""
+    settled = db.session.execute(
+        update(OutboxMessage)
+        .where(
+            OutboxMessage.id == claim.message.id,
+            OutboxMessage.status == OutboxStatus.PENDING,
+            OutboxMessage.attempts == claim.attempt,
+        )
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    db.session.commit()
+    if settled != 1:
+        log.warning("mail %s: claim lost before its outcome was recorded", claim.message.id)
+    return settled == 1
 
 
 @dataclass
@@ -121,37 +226,87 @@ def deliver_due(limit: int = 500) -> DeliveryReport:
     """Send every due message (up to `limit`); failures are rescheduled with backoff."""
     report = DeliveryReport()
     for _ in range(limit):
-        message = _claim_next()
-        if message is None:
+        claim = _claim_next()
+        if claim is None:
             break
+        message = claim.message
         try:
-            send_now(message)
+            send_now(message, claim.deadline)
         except Exception as error:  # SMTP errors, refused connections, timeouts …
             report.failed += 1
-            message.last_error = f"{type(error).__name__}: {error}"[:2000]
-            if message.attempts >= MAX_ATTEMPTS:
-                message.status = OutboxStatus.FAILED
+            last_error = f"{type(error).__name__}: {error}"[:2000]
+            outcome: dict[str, Any] = {"last_error": last_error}
+            if claim.attempt >= MAX_ATTEMPTS:
+                outcome["status"] = OutboxStatus.FAILED
             else:
-                message.next_attempt_at = utcnow() + backoff(message.attempts)
+                outcome["next_attempt_at"] = utcnow() + backoff(claim.attempt)
             log.warning(
-                "mail %s not delivered (attempt %s): %s",
+                "mail %s (%s) not delivered, attempt %s: %s",
                 message.id,
-                message.attempts,
-                message.last_error,
+                message.template or "-",
+                claim.attempt,
+                last_error,
             )
+            _settle(claim, **outcome)
         else:
             report.sent += 1
-            message.status = OutboxStatus.SENT
-            message.sent_at = utcnow()
-        db.session.commit()
+            log.info(
+                "mail %s delivered: template=%s recipients=%d attempt=%d",
+                message.id,
+                message.template or "-",
+                len(message.recipients),
+                claim.attempt,
+            )
+            _settle(claim, status=OutboxStatus.SENT, sent_at=utcnow())
     return report
 
 
-def run_worker(interval: float, stop_after: int | None = None) -> None:
-    """Deliver forever (or for `stop_after` passes), sleeping `interval` seconds when idle."""
+# The worker waits this long after a failed pass (doubling, up to the cap) before the next.
+WORKER_RETRY_FIRST = 1.0
+WORKER_RETRY_CAP = 60.0
+# Housekeeping the worker does besides delivering (expired idempotency records), this often.
+MAINTENANCE_INTERVAL = 3600.0
+
+
+def maintain() -> None:
+    """Periodic housekeeping: drop what no longer answers anything."""
+    from .idempotency import purge_expired_idempotency_keys
+
+    purged = purge_expired_idempotency_keys()
+    if purged:
+        log.info("purged %d expired idempotency records", purged)
+
+
+def run_worker(
+    interval: float, stop_after: int | None = None, stop: threading.Event | None = None
+) -> None:
+    """Deliver forever (or for `stop_after` passes, or until `stop` is set), sleeping
+    `interval` seconds when idle. An outage of the database or of SMTP never ends it: a
+    failed pass is logged and retried with backoff, and delivery resumes on its own."""
+    stop = stop or threading.Event()
     passes = 0
-    while stop_after is None or passes < stop_after:
-        report = deliver_due()
+    retry = WORKER_RETRY_FIRST
+    maintained_at = -MAINTENANCE_INTERVAL
+    while not stop.is_set() and (stop_after is None or passes < stop_after):
         passes += 1
+        try:
+            if time.monotonic() - maintained_at >= MAINTENANCE_INTERVAL:
+                maintain()
+                maintained_at = time.monotonic()
+            report = deliver_due()
+        except Exception as error:  # the database went away mid-pass, most likely
+            db.session.rollback()
+            db.session.remove()
+            log.error("outbox pass failed (%s); retrying in %gs", describe(error), retry)
+            stop.wait(retry)
+            retry = min(retry * 2, WORKER_RETRY_CAP)
+            continue
+        retry = WORKER_RETRY_FIRST
         if report.sent == 0 and report.failed == 0:
-            time.sleep(interval)
+            stop.wait(interval)
+
+
+def describe(error: Exception) -> str:
+    """The kind of error and its first line (database messages can run to many lines)."""
+    text = str(error).strip().splitlines()
+    return type(error).__name__ + (f": {text[0][:200]}" if text else "")

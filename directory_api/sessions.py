@@ -7,21 +7,32 @@ SESSION_TOUCH_INTERVAL seconds.
 
 A session that came from the store is only ever written back while it is still there: a
 request that was already running when the user logged out must not bring it back.
+
+A session is part of the request's outcome, like its database transaction: a request that
+fails (5xx) saves no session change, a sign-in writes its session before the transaction
+commits (`save_now`), and a store that fails while saving turns the answer into a 503, so
+the client is never told "signed in" (or "signed out") when the store did not record it.
 """
 
+import contextlib
+import logging
 import os
 import time
 from datetime import timedelta
 
 import redis
 from cachelib.file import FileSystemCache
-from flask import Flask, Request, current_app, session
+from flask import Flask, Request, Response, current_app, session
 from flask_session.base import ServerSideSession
 from flask_session.cachelib import CacheLibSessionInterface
 from flask_session.redis import RedisSessionInterface
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
+from .errors import STORE_UNAVAILABLE, rewrite_as_problem
+from .timeouts import redis_options
+
+log = logging.getLogger(__name__)
 TOUCHED_KEY = "_touched"
 
 
@@ -39,6 +50,29 @@ class SessionLifetimeMixin:
     def regenerate(self, session: ServerSideSession) -> None:
         super().regenerate(session)  # type: ignore[misc]
         session.stored = False
+
+    def save_now(self, session: ServerSideSession) -> None:
+        """Write the session to the store at once (raising if the store fails)."""
+        store_id = self._get_store_id(session.sid)  # type: ignore[attr-defined]
+        self._upsert_session(current_app.permanent_session_lifetime, session, store_id)
+        session.stored = True  # from here on, written back only while still there
+        session.saved_now = True
+
+    def save_session(self, app: Flask, session: ServerSideSession, response: Response) -> None:
+        if response.status_code >= 500:
+            if getattr(session, "saved_now", False):
+                self._forget(session)  # the request failed: its new session must not live on
+            return
+        try:
+            super().save_session(app, session, response)  # type: ignore[misc]
+        except RedisError as error:
+            log.error("session store unavailable while saving: %s", type(error).__name__)
+            rewrite_as_problem(response, 503, STORE_UNAVAILABLE)
+
+    def _forget(self, session: ServerSideSession) -> None:
+        # If the store is unreachable the orphan expires on its own; no cookie carries its id.
+        with contextlib.suppress(RedisError):
+            self._delete_session(self._get_store_id(session.sid))  # type: ignore[attr-defined]
 
     def _upsert_session(
         self, session_lifetime: timedelta, session: ServerSideSession, store_id: str
@@ -96,7 +130,8 @@ def init_sessions(app: Flask) -> None:
         url = app.config["REDIS_URL"]
         if not url:
             raise RuntimeError("SESSION_TYPE=redis needs REDIS_URL.")
-        app.session_interface = RedisSessions(app, client=redis.Redis.from_url(url), **options)
+        client = redis.Redis.from_url(url, **redis_options(app.config))
+        app.session_interface = RedisSessions(app, client=client, **options)
     elif kind in ("cachelib", "filesystem"):
         directory = app.config["SESSION_FILE_DIR"] or os.path.join(app.instance_path, "sessions")
         # Past the threshold cachelib deletes expired sessions first, then the oldest ones.

@@ -4,6 +4,8 @@ from logging.config import fileConfig
 from alembic import context
 from flask import current_app
 
+from directory_api.timeouts import unbounded
+
 # this is the Alembic Config object, which provides
 # access to the values within the .ini file in use.
 config = context.config
@@ -91,7 +93,8 @@ def run_migrations_online():
     with connectable.connect() as connection:
         context.configure(connection=connection, target_metadata=get_metadata(), **conf_args)
 
-        with context.begin_transaction():
+        # Building an index on a large table takes longer than a request may.
+        with context.begin_transaction(), unbounded(connection):
             context.run_migrations()
 
 

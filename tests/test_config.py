@@ -56,3 +56,26 @@ def test_sqlite_in_production_only_when_explicitly_allowed(tmp_path):
         **{k: v for k, v in settings.items()},
     )
     assert app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite")
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("DATABASE_STATEMENT_TIMEOUT", -1),
+        ("DATABASE_CONNECT_TIMEOUT", 0),
+        ("REDIS_TIMEOUT", 0),
+        ("MAIL_TIMEOUT", 0),
+        ("OUTBOX_LEASE_SECONDS", 1),
+    ],
+)
+def test_a_timeout_that_cannot_work_stops_the_start_naming_it(tmp_path, setting, value):
+    with pytest.raises(RuntimeError, match=setting):
+        create_app("testing", SESSION_FILE_DIR=str(tmp_path), **{setting: value})
+
+
+def test_a_setting_that_is_not_a_number_is_named(monkeypatch):
+    from config import env_float
+
+    monkeypatch.setenv("REDIS_TIMEOUT", "soon")
+    with pytest.raises(RuntimeError, match="REDIS_TIMEOUT='soon' is not a number"):
+        env_float("REDIS_TIMEOUT", 1.0)

@@ -7,6 +7,7 @@ from sqlalchemy import event, text
 
 from directory_api.extensions import db
 from directory_api.models import Business, Employer, ListingSocial, Role
+from directory_api.timeouts import unbounded
 
 from .conftest import PG_URL, signed_in
 from .factories import (
@@ -509,16 +510,17 @@ def test_renaming_a_subcategory_updates_search(super_client, world, kind):
 )
 def test_search_on_100k_businesses_uses_the_trigram_index(app, client):
     location = make_location("big")
-    db.session.execute(
-        text(
-            "INSERT INTO listings (id, kind, location_id, slug, name, search_name, search_text,"
-            " created_at, updated_at)"
-            " SELECT gen_random_uuid(), 'business', :location, 'b-' || g, 'Business ' || g,"
-            " 'business ' || g, 'business ' || g || ' ' || md5(g::text), now(), now()"
-            " FROM generate_series(1, 100000) AS g"
-        ),
-        {"location": location.id},
-    )
+    with unbounded(db.session.connection()):  # 100k rows into a GIN index: not a request
+        db.session.execute(
+            text(
+                "INSERT INTO listings (id, kind, location_id, slug, name, search_name, search_text,"
+                " created_at, updated_at)"
+                " SELECT gen_random_uuid(), 'business', :location, 'b-' || g, 'Business ' || g,"
+                " 'business ' || g, 'business ' || g || ' ' || md5(g::text), now(), now()"
+                " FROM generate_series(1, 100000) AS g"
+            ),
+            {"location": location.id},
+        )
     db.session.commit()
     db.session.execute(text("ANALYZE listings"))
     db.session.commit()

@@ -34,8 +34,8 @@ def login():
     if password_needs_rehash(user.password_hash):
         user.password_hash = hash_password(data["password"])
     record_login(user)
-    db.session.commit()
     sign_in(user, remember=data["remember"])
+    db.session.commit()
     return user_out.dump(user)
 
 

@@ -10,6 +10,7 @@ from ..errors import problem
 from ..extensions import db
 from ..openapi import spec
 from ..schemas.common import ReadyOut, StatusOut
+from ..timeouts import redis_options
 
 bp = Blueprint("health", __name__)
 
@@ -33,7 +34,7 @@ def redis_urls() -> set[str]:
 
 def redis_ok(url: str) -> bool:
     try:
-        client = Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        client = Redis.from_url(url, **redis_options(current_app.config))
         try:
             return bool(client.ping())
         finally:

@@ -87,8 +87,8 @@ def register(user_id: uuid.UUID):
     if data.get("name"):
         user.name = data["name"]
     record_login(user)
-    db.session.commit()
     sign_in(user)
+    db.session.commit()
     return user_out.dump(user)
 
 
@@ -138,8 +138,8 @@ def update_password():
     remember = session.permanent
     set_password(user, data["new_password"])
     queue_mail(user.email, "password_changed", user=user)
-    db.session.commit()
     sign_in(user, remember=remember)
+    db.session.commit()
     return no_content()
 
 

@@ -18,6 +18,7 @@ from ..access import get_location_or_404, has_location_access, require_location_
 from ..bodies import accepts_forms, load_body
 from ..errors import abort
 from ..extensions import db, limiter
+from ..idempotency import idempotent
 from ..limits import configured
 from ..models import Employer, Location, Membership, OutboxStatus, Role, User, Vote, VoteType
 from ..models.listing import fold
@@ -98,7 +99,11 @@ def vote_recipients(location: Location) -> list[str]:
 
 
 def submit(slug: str, kind: VoteType):
-    """Take a public submission of type `kind` for the location `slug`."""
+    """Take a public submission of type `kind` for the location `slug`.
+
+    Nothing is committed here: `@idempotent` commits the vote or message together with the
+    answer it keeps for an `Idempotency-Key`.
+    """
     location = get_location_or_404(slug)
     data = load_body(SUBMISSION_SCHEMAS[kind])
     if kind is VoteType.EMPLOYER:
@@ -112,7 +117,6 @@ def submit(slug: str, kind: VoteType):
         db.session.add(vote)
         db.session.flush()
         vote_id = str(vote.id)  # read before the commit expires it (no extra SELECT)
-        db.session.commit()
         return {"id": vote_id, "status": "received"}, 201
 
     recipients = vote_recipients(location)
@@ -130,8 +134,8 @@ def submit(slug: str, kind: VoteType):
         message.last_error = (
             "No recipient: set the location's e-mail, an owner, or VOTE_FALLBACK_RECIPIENT."
         )
+        db.session.flush()  # assigns the id the log line names
         log.error("vote for %s has no recipient; outbox message %s", location.slug, message.id)
-    db.session.commit()
     return {"status": "queued"}, 202
 
 
@@ -153,7 +157,7 @@ def submission_route(kind: VoteType) -> None:
     )
     answer, status = (ReceivedOut, 201) if kind is VoteType.EMPLOYER else (StatusOut, 202)
     documented = spec(body=SUBMISSIONS[kind], response=answer, status=status, rate_limited=True)(
-        view
+        idempotent(view)
     )
     bp.add_url_rule(
         f"/submit/{kind.value}",

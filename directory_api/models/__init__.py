@@ -1,6 +1,7 @@
 """All models, importable from one place (Alembic's autogenerate sees them all here)."""
 
 from .base import utcnow
+from .idempotency import IdempotencyRecord
 from .listing import Business, Employer, Listing, ListingCount, ListingSocial
 from .location import Location, Membership, Role
 from .outbox import OutboxMessage, OutboxStatus
@@ -13,6 +14,7 @@ __all__ = [
     "Business",
     "Category",
     "Employer",
+    "IdempotencyRecord",
     "Listing",
     "ListingCount",
     "ListingSocial",

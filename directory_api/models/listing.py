@@ -20,6 +20,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
+from ..timeouts import unbounded
 from .base import NAME_LENGTH, SLUG_LENGTH, URL_LENGTH, ContactMixin, IdMixin, TimestampMixin
 from .location import Location
 from .reference import Category, Social
@@ -147,15 +148,16 @@ def count_deleted(_mapper, connection: Connection, listing: Listing) -> None:
 def recount_listings() -> None:
     """Recompute every count, after bulk loads that bypass the ORM (flask listings recount)."""
     table = ListingCount.__table__
-    db.session.execute(table.delete())
-    db.session.execute(
-        table.insert().from_select(
-            ["location_id", "kind", "total"],
-            select(Listing.location_id, Listing.kind, func.count()).group_by(
-                Listing.location_id, Listing.kind
-            ),
+    with unbounded(db.session.connection()):
+        db.session.execute(table.delete())
+        db.session.execute(
+            table.insert().from_select(
+                ["location_id", "kind", "total"],
+                select(Listing.location_id, Listing.kind, func.count()).group_by(
+                    Listing.location_id, Listing.kind
+                ),
+            )
         )
-    )
 
 
 def refresh_search_of_subcategory(category: Category) -> None:

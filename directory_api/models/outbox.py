@@ -22,6 +22,7 @@ class OutboxMessage(IdMixin, db.Model):
     __table_args__ = (Index("ix_outbox_status_next_attempt", "status", "next_attempt_at"),)
 
     recipients: Mapped[list[str]] = mapped_column(JSON)
+    template: Mapped[str] = mapped_column(String(64), server_default="")
     subject: Mapped[str] = mapped_column(String(998))
     body: Mapped[str] = mapped_column(Text)
     reply_to: Mapped[str | None] = mapped_column(String(EMAIL_LENGTH))

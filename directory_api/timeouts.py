@@ -1,0 +1,140 @@
+"""Bounded waits on every backing service, so a stalled dependency is a quick 503, not a hang.
+
+PostgreSQL: libpq's `connect_timeout` bounds connecting (TCP and the start-up exchange);
+`statement_timeout` makes the server give up on a slow statement; and the client gives up
+on any round trip that gets no answer within the statement timeout plus a margin. Only the
+last one helps when the server (or the network to it) accepts and then never answers: the
+server-side timeout never fires there, and TCP keeps acknowledging. The pool's ping on
+checkout waits no longer than a connect would, and the pool's checkout timeout bounds the
+wait for a free connection when every one is busy. Worst case for a request that meets a
+frozen server: ping + reconnect, 6 s with the defaults.
+
+Redis (sessions and rate limits): socket connect and read timeouts, and one immediate retry
+instead of redis-py's default three with backoff (which turned a frozen Redis into 5–12 s
+per request).
+
+SMTP has its own timeout in `outbox.py`; requests never talk to SMTP.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from flask import Flask
+from psycopg.errors import _WaitTimeout
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from sqlalchemy import Connection, Engine, event
+
+# Added to the statement timeout before the client stops waiting for an answer, so that a
+# merely slow statement is cancelled by the server (a clean error) rather than cut off.
+CLIENT_MARGIN_SECONDS = 1.0
+
+
+class BoundedConnection(psycopg.Connection):
+    """A psycopg connection whose every round trip waits at most `round_trip_timeout`."""
+
+    round_trip_timeout: float | None = None
+
+    def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+        if timeout is None:
+            timeout = self.round_trip_timeout
+        try:
+            return super().wait(gen, interval, timeout)
+        except _WaitTimeout as error:
+            # Mid-exchange, the connection can never be used again: closing it makes
+            # SQLAlchemy see a disconnect and drop it from the pool.
+            self.close()
+            raise psycopg.OperationalError(
+                f"no answer from the database within {self.round_trip_timeout:g} s"
+            ) from error
+
+
+# Each bound and its smallest sensible value (a value below would fail every request).
+LOWEST = {
+    "DATABASE_CONNECT_TIMEOUT": 1,
+    "DATABASE_STATEMENT_TIMEOUT": 0,  # 0: no statement timeout
+    "DATABASE_POOL_TIMEOUT": 0.1,
+    "REDIS_CONNECT_TIMEOUT": 0.1,
+    "REDIS_TIMEOUT": 0.1,
+    "MAIL_TIMEOUT": 0.1,
+    "OUTBOX_LEASE_SECONDS": 2,  # a send must end a second before its lease does
+}
+
+
+def check_timeouts(config: dict[str, Any]) -> None:
+    """Refuse to start with a bound that cannot work, naming it."""
+    problems = [
+        f"{name} must be at least {lowest} (it is {config[name]!r})"
+        for name, lowest in LOWEST.items()
+        if not config[name] >= lowest
+    ]
+    if problems:
+        raise RuntimeError("Refusing to start: " + "; ".join(problems) + ".")
+
+
+def database_engine_options(config: dict[str, Any], url: str) -> dict[str, Any]:
+    """Engine options for `url`: the configured ones over the timeouts' defaults."""
+    options: dict[str, Any] = {"pool_pre_ping": True}
+    if url.startswith("postgresql"):
+        options["pool_timeout"] = config["DATABASE_POOL_TIMEOUT"]
+        options["connect_args"] = {"connect_timeout": config["DATABASE_CONNECT_TIMEOUT"]}
+    return {**options, **(config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})}
+
+
+def bound_postgresql(app: Flask, engine: Engine) -> None:
+    """Connect through BoundedConnection, with the server's statement timeout set at start-up
+    (the `options` start-up parameter: no extra round trip per connection)."""
+    statement_timeout = float(app.config["DATABASE_STATEMENT_TIMEOUT"])
+    round_trip = statement_timeout + CLIENT_MARGIN_SECONDS if statement_timeout > 0 else None
+
+    @event.listens_for(engine, "do_connect")
+    def connect(_dialect: Any, _record: Any, cargs: tuple, cparams: dict) -> BoundedConnection:
+        if statement_timeout > 0:
+            setting = f"-c statement_timeout={int(statement_timeout * 1000)}"
+            cparams["options"] = f"{cparams.get('options', '')} {setting}".strip()
+        connection = BoundedConnection.connect(*cargs, **cparams)
+        connection.round_trip_timeout = round_trip
+        return connection
+
+    # The pool's liveness check on checkout: a server that cannot answer a ping as fast as
+    # it would accept a connection is treated as gone (then the reconnect is bounded too).
+    ping = engine.dialect.do_ping
+    ping_timeout = float(app.config["DATABASE_CONNECT_TIMEOUT"])
+
+    def bounded_ping(dbapi_connection: BoundedConnection) -> bool:
+        usual = dbapi_connection.round_trip_timeout
+        dbapi_connection.round_trip_timeout = ping_timeout
+        try:
+            return ping(dbapi_connection)
+        finally:
+            dbapi_connection.round_trip_timeout = usual
+
+    engine.dialect.do_ping = bounded_ping  # type: ignore[method-assign]
+
+
+@contextmanager
+def unbounded(connection: Connection) -> Iterator[None]:
+    """Lift the statement bounds for maintenance on `connection` (migrations, bulk loads,
+    recounts), until its transaction ends: the bounds are for serving requests."""
+    dbapi_connection = connection.connection.dbapi_connection
+    if not isinstance(dbapi_connection, BoundedConnection):
+        yield
+        return
+    connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
+    usual = dbapi_connection.round_trip_timeout
+    dbapi_connection.round_trip_timeout = None
+    try:
+        yield
+    finally:
+        dbapi_connection.round_trip_timeout = usual
+
+
+def redis_options(config: dict[str, Any]) -> dict[str, Any]:
+    """Client options for every Redis the app talks to (sessions, rate limits)."""
+    return {
+        "socket_connect_timeout": config["REDIS_CONNECT_TIMEOUT"],
+        "socket_timeout": config["REDIS_TIMEOUT"],
+        "retry": Retry(NoBackoff(), retries=1),
+    }

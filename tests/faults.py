@@ -1,0 +1,200 @@
+"""Real faults for the fault tests: a TCP proxy that can be cut or frozen, a Redis server of
+the test's own that can be killed or frozen, and an SMTP server that never answers.
+
+Every one listens on a free loopback port and is stopped by its fixture; none touches the
+machine's shared PostgreSQL or Redis beyond forwarding connections to them.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+from .conftest import free_port
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:<port> to `target`.
+
+    `cut()` resets every connection and refuses new ones (a crashed server or a broken
+    network); `freeze()` keeps accepting and forwards nothing, in either direction (a
+    server that hangs, a network that drops packets: TCP keeps the connections up);
+    `restore()` forwards again.
+    """
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = free_port()
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.lock = threading.Lock()
+        self.sockets: set[socket.socket] = set()
+        self.listener: socket.socket | None = None
+        self.closed = False
+        self._listen()
+
+    def _listen(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self.listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # the listener was closed: cut() or close()
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.sockets.update((client, upstream))
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while True:
+                self.flowing.wait()
+                data = source.recv(65536)
+                if not data:
+                    break
+                self.flowing.wait()  # frozen while this was read: hold it back
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                self._close(sock)
+
+    def _close(self, sock: socket.socket) -> None:
+        with self.lock:
+            self.sockets.discard(sock)
+        with suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+
+    def freeze(self) -> None:
+        self.flowing.clear()
+
+    def cut(self) -> None:
+        if self.listener is not None:
+            # shutdown() first: on Linux a plain close() leaves a blocked accept() accepting.
+            with suppress(OSError):
+                self.listener.shutdown(socket.SHUT_RDWR)
+            self.listener.close()
+            self.listener = None
+        with self.lock:
+            sockets = list(self.sockets)
+        for sock in sockets:
+            # SO_LINGER 0: close with a reset, as a crashed host's kernel would answer.
+            with suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00" * 2)
+            self._close(sock)
+        self.flowing.set()
+
+    def restore(self) -> None:
+        self.flowing.set()
+        if self.listener is None and not self.closed:
+            self._listen()
+
+    def close(self) -> None:
+        self.closed = True
+        self.cut()
+
+
+@contextmanager
+def tcp_proxy(host: str, port: int) -> Iterator[TcpProxy]:
+    proxy = TcpProxy((host, port))
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+class RedisServer:
+    """A redis-server of the test's own, in memory, on a free port."""
+
+    def __init__(self, directory: str) -> None:
+        self.port = free_port()
+        self.directory = directory
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        assert binary, "redis-server is not installed"
+        self.process = subprocess.Popen(  # noqa: S603 (our own arguments)
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.directory,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as probe:
+                    probe.sendall(b"PING\r\n")
+                    if probe.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError(f"redis-server on {self.port} did not start")
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            self.process = None
+
+    def freeze(self) -> None:
+        """SIGSTOP: the kernel still accepts connections; nothing ever answers."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.thaw()
+            self.kill()
+
+
+class SilentSMTP:
+    """Accepts TCP connections and never says a word (not even the greeting)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", self.port))
+        self.listener.listen(16)  # the kernel completes the handshakes; nobody accepts
+
+    def close(self) -> None:
+        self.listener.close()

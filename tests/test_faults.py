@@ -1,0 +1,466 @@
+"""Dependencies that fail for real: what clients get, how fast, and that everything recovers.
+
+PostgreSQL sits behind a TCP proxy the test cuts (connections reset, new ones refused) or
+freezes (accepted, never answered); Redis is a redis-server of the test's own, killed,
+frozen (SIGSTOP) or made read-only (as a replica is after a failover); SMTP is a server
+that accepts and never answers. Each case asserts the status, the problem+json body and a
+time bound, then that the same app (no restart) and the outbox worker recover with no row
+or message lost or doubled. The PostgreSQL cases need a server to fault, so they run in
+CI's PostgreSQL pass; the Redis and SMTP cases run in every pass.
+"""
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from sqlalchemy import func, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+
+from directory_api.extensions import db
+from directory_api.models import OutboxMessage, OutboxStatus, Region, User, utcnow
+from directory_api.outbox import deliver_due, queue_mail, run_worker
+from directory_api.timeouts import unbounded
+
+from .conftest import PG_URL, queued_mail, send_outbox, signed_in, smtp_settings
+from .factories import PASSWORD, make_user
+from .faults import RedisServer, SilentSMTP, TcpProxy, tcp_proxy
+
+PROBLEM = "application/problem+json"
+REQUESTS = "directory_api.requests"
+
+needs_postgresql = pytest.mark.skipif(
+    not PG_URL, reason="needs a PostgreSQL server to fault (CI's PostgreSQL pass runs it)"
+)
+
+
+def timed(call, *args, **kwargs):
+    started = time.monotonic()
+    response = call(*args, **kwargs)
+    return response, time.monotonic() - started
+
+
+def assert_unavailable(response, elapsed: float, bound: float) -> None:
+    assert response.status_code == 503, response.get_data(as_text=True)
+    assert response.mimetype == PROBLEM
+    assert response.get_json()["status"] == 503
+    assert elapsed < bound, f"answered after {elapsed:.1f}s (bound {bound}s)"
+
+
+def eventually(check, seconds: float = 15.0):
+    """Poll `check` until it returns a truthy value (the service recovering by itself)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        result = check()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(0.2)
+
+
+# --- PostgreSQL -------------------------------------------------------------------------
+
+# Short timeouts keep the suite quick; the defaults (3 s, 5 s, 3 s) bound a request under 10 s.
+DB_TIMEOUTS = {
+    "DATABASE_CONNECT_TIMEOUT": 2,
+    "DATABASE_STATEMENT_TIMEOUT": 1.0,
+    "DATABASE_POOL_TIMEOUT": 1.0,
+}
+# A request may pay one round trip (statement timeout + 1 s margin) and one reconnect.
+DB_BOUND = 6.0
+
+
+@pytest.fixture
+def pg_proxy() -> Iterator[TcpProxy]:
+    url = make_url(PG_URL)
+    with tcp_proxy(url.host or "127.0.0.1", url.port or 5432) as proxy:
+        yield proxy
+
+
+def proxied_url(proxy: TcpProxy) -> str:
+    return make_url(PG_URL).set(host="127.0.0.1", port=proxy.port).render_as_string(False)
+
+
+@pytest.fixture
+def proxied_app(app_factory, pg_proxy):
+    """An app whose every database connection passes through the proxy."""
+    proxied = app_factory(SQLALCHEMY_DATABASE_URI=proxied_url(pg_proxy), **DB_TIMEOUTS)
+    with proxied.app_context():
+        yield proxied
+
+
+@needs_postgresql
+def test_a_frozen_database_answers_503_within_bounds_and_recovers(proxied_app, pg_proxy):
+    client = proxied_app.test_client()
+    assert client.get("/regions/").status_code == 200
+
+    pg_proxy.freeze()
+    response, elapsed = timed(client.get, "/health")
+    assert_unavailable(response, elapsed, DB_BOUND)
+    assert response.get_json()["checks"] == {"database": "down"}
+    assert_unavailable(*timed(client.get, "/regions/"), DB_BOUND)
+    response, elapsed = timed(client.get, "/health/ready")
+    assert_unavailable(response, elapsed, DB_BOUND)
+    assert response.get_json()["checks"]["database"] == "down"
+
+    pg_proxy.restore()
+    assert eventually(lambda: client.get("/regions/").status_code == 200)
+    assert client.get("/health").get_json() == {"status": "ok"}
+
+
+@needs_postgresql
+def test_with_the_default_settings_a_frozen_database_answers_within_10_seconds(
+    app_factory, pg_proxy
+):
+    """API.md 7: "within a bounded time (default under 10 s)" — the defaults, unshortened."""
+    defaults = app_factory(SQLALCHEMY_DATABASE_URI=proxied_url(pg_proxy))
+    with defaults.app_context():
+        client = defaults.test_client()
+        assert client.get("/regions/").status_code == 200
+        pg_proxy.freeze()
+        assert_unavailable(*timed(client.get, "/regions/"), 10.0)
+
+
+@needs_postgresql
+def test_the_server_cancels_a_slow_statement_except_in_maintenance(app_factory):
+    bounded = app_factory(DATABASE_STATEMENT_TIMEOUT=0.5)
+    with bounded.app_context():
+        started = time.monotonic()
+        with pytest.raises(OperationalError, match="statement timeout"):
+            db.session.execute(text("SELECT pg_sleep(3)"))
+        assert time.monotonic() - started < 1.5
+        db.session.rollback()
+        # Migrations, bulk loads and recounts lift the bounds for their transaction only.
+        with unbounded(db.session.connection()):
+            db.session.execute(text("SELECT pg_sleep(1)"))
+        db.session.commit()
+        with pytest.raises(OperationalError, match="statement timeout"):
+            db.session.execute(text("SELECT pg_sleep(3)"))
+        db.session.rollback()
+
+
+@needs_postgresql
+def test_a_cut_database_answers_503_at_once_and_recovers(proxied_app, pg_proxy):
+    client = proxied_app.test_client()
+    assert client.get("/health").status_code == 200
+
+    pg_proxy.cut()
+    assert_unavailable(*timed(client.get, "/health"), 3.0)
+    assert_unavailable(*timed(client.get, "/regions/"), 3.0)
+
+    pg_proxy.restore()
+    assert eventually(lambda: client.get("/health").status_code == 200)
+
+
+@needs_postgresql
+def test_a_write_during_an_outage_is_refused_whole_and_the_retry_stores_it_once(
+    proxied_app, pg_proxy
+):
+    make_user("boss@example.com", is_super=True)
+    client = signed_in(proxied_app, "boss@example.com")
+
+    pg_proxy.freeze()
+    response, elapsed = timed(client.post, "/regions/", json={"name": "Lake District"})
+    assert_unavailable(response, elapsed, DB_BOUND)
+    pg_proxy.restore()
+
+    def created():
+        return client.post("/regions/", json={"name": "Lake District"}).status_code == 201
+
+    assert eventually(created)
+    db.session.rollback()
+    count = db.session.scalar(select(func.count()).where(Region.name == "Lake District"))
+    assert count == 1
+
+
+@needs_postgresql
+def test_the_outbox_worker_survives_a_database_outage_and_delivers_once(
+    app, app_factory, pg_proxy, smtp_server, caplog
+):
+    catcher, port = smtp_server
+    worker_app = app_factory(
+        SQLALCHEMY_DATABASE_URI=proxied_url(pg_proxy), **DB_TIMEOUTS, **smtp_settings(port)
+    )
+    stop = threading.Event()
+
+    def work() -> None:
+        with worker_app.app_context():
+            run_worker(0.1, stop=stop)
+
+    pg_proxy.cut()
+    worker = threading.Thread(target=work, daemon=True)
+    with caplog.at_level(logging.ERROR, logger="directory_api.outbox"):
+        worker.start()
+        try:
+            assert eventually(lambda: "outbox pass failed" in caplog.text, 10)
+            # Mail queued while the worker cannot reach the database (written directly).
+            queue_mail("ann@example.com", "role_granted", user=None, role="an owner of Harbour")
+            db.session.commit()
+            pg_proxy.freeze()
+            pg_proxy.restore()  # from cut to frozen to up again: the worker must ride it out
+            time.sleep(0.5)
+            assert worker.is_alive()
+            assert eventually(lambda: len(catcher.messages) == 1, 20)
+            time.sleep(0.5)  # a second delivery would land now
+        finally:
+            stop.set()
+            worker.join(timeout=20)
+    assert not worker.is_alive()
+    assert len(catcher.messages) == 1
+    [row] = queued_mail()
+    assert row.status == OutboxStatus.SENT
+
+
+# --- Redis (sessions and rate limits) ---------------------------------------------------
+
+REDIS_BOUND = 3.0  # one read timeout (0.5 s), one retry, a reconnect: well under this
+
+
+@pytest.fixture
+def redis_server(tmp_path) -> Iterator[RedisServer]:
+    server = RedisServer(str(tmp_path))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_app(app_factory, redis_server):
+    """Sessions and rate limits on the test's own Redis, with short timeouts."""
+    built = app_factory(
+        SESSION_TYPE="redis",
+        REDIS_URL=redis_server.url,
+        RATELIMIT_STORAGE_URI=redis_server.url,
+        REDIS_CONNECT_TIMEOUT=0.5,
+        REDIS_TIMEOUT=0.5,
+    )
+    with built.app_context():
+        yield built
+
+
+def login(client, email: str = "ann@example.com"):
+    return client.post("/auth/login", json={"email": email, "password": PASSWORD})
+
+
+def test_a_frozen_redis_answers_503_within_bounds_and_recovers(redis_app, redis_server):
+    make_user("ann@example.com")
+    client = redis_app.test_client()
+    assert login(client).status_code == 200
+    anonymous = redis_app.test_client()
+
+    redis_server.freeze()
+    try:
+        # Anonymous reads touch neither sessions nor limits: they stay fast.
+        response, elapsed = timed(anonymous.get, "/regions/")
+        assert response.status_code == 200 and elapsed < 1.0
+        assert_unavailable(*timed(client.get, "/me/"), REDIS_BOUND)
+        assert_unavailable(*timed(login, redis_app.test_client()), REDIS_BOUND)
+        response, elapsed = timed(anonymous.get, "/health/ready")
+        assert_unavailable(response, elapsed, REDIS_BOUND)
+        assert response.get_json()["checks"] == {"database": "ok", "redis": "down"}
+    finally:
+        redis_server.thaw()
+
+    assert client.get("/me/").status_code == 200  # the same session, no restart
+    assert login(redis_app.test_client()).status_code == 200
+
+
+def test_with_the_default_settings_a_frozen_redis_answers_within_10_seconds(
+    app_factory, redis_server
+):
+    defaults = app_factory(
+        SESSION_TYPE="redis", REDIS_URL=redis_server.url, RATELIMIT_STORAGE_URI=redis_server.url
+    )
+    with defaults.app_context():
+        make_user("ann@example.com")
+        client = defaults.test_client()
+        assert login(client).status_code == 200
+        redis_server.freeze()
+        try:
+            assert_unavailable(*timed(client.get, "/me/"), 10.0)
+            assert_unavailable(*timed(login, defaults.test_client()), 10.0)
+        finally:
+            redis_server.thaw()
+
+
+def test_a_killed_redis_answers_503_at_once_and_recovers_when_it_is_back(redis_app, redis_server):
+    make_user("ann@example.com")
+    client = redis_app.test_client()
+    assert login(client).status_code == 200
+
+    redis_server.kill()
+    assert_unavailable(*timed(client.get, "/me/"), 2.0)
+    assert_unavailable(*timed(login, redis_app.test_client()), 2.0)
+
+    redis_server.start()  # same port, empty: the old session is gone, a new login works
+    assert eventually(lambda: login(redis_app.test_client()).status_code == 200)
+    assert client.get("/me/").status_code == 401
+
+
+def make_read_only(server: RedisServer) -> None:
+    """A replica of nothing, as after a failover gone wrong: reads work, writes are refused."""
+    client = redis.Redis.from_url(server.url)
+    client.execute_command("REPLICAOF", "127.0.0.1", "1")
+    client.close()
+
+
+@pytest.fixture
+def sessions_app(app_factory, redis_server):
+    """Sessions on the test's own Redis, limits in memory (so only the session store fails);
+    every request refreshes its stored session, so even a plain GET writes at its end."""
+    built = app_factory(
+        SESSION_TYPE="redis",
+        REDIS_URL=redis_server.url,
+        RATELIMIT_STORAGE_URI="memory://",
+        REDIS_TIMEOUT=0.5,
+        SESSION_TOUCH_INTERVAL=0,
+    )
+    with built.app_context():
+        yield built
+
+
+def test_a_login_whose_session_cannot_be_stored_is_503_and_did_not_happen(
+    sessions_app, redis_server, caplog
+):
+    user = make_user("ann@example.com")
+    make_read_only(redis_server)
+    client = sessions_app.test_client()
+    with caplog.at_level(logging.INFO, logger=REQUESTS):
+        response = login(client)
+    assert response.status_code == 503
+    assert response.mimetype == PROBLEM
+    assert "Set-Cookie" not in response.headers
+    assert [r.status for r in caplog.records if r.name == REQUESTS] == [503]
+    db.session.rollback()
+    assert db.session.get(User, user.id).last_login_at is None  # the login did not happen
+    assert client.get("/me/").status_code == 401
+
+
+def test_a_session_save_that_fails_after_the_view_is_503_logged_once(
+    sessions_app, redis_server, caplog
+):
+    make_user("ann@example.com")
+    client = sessions_app.test_client()
+    assert login(client).status_code == 200
+    make_read_only(redis_server)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=REQUESTS):
+        response = client.get("/me/", headers={"X-Request-ID": "save-fails"})
+    assert response.status_code == 503
+    assert response.mimetype == PROBLEM
+    assert response.get_json()["status"] == 503
+    assert "email" not in response.get_json()  # none of the answer it replaced
+    assert response.headers["X-Request-ID"] == "save-fails"
+    records = [r for r in caplog.records if r.name == REQUESTS]
+    assert [(r.request_id, r.status) for r in records] == [("save-fails", 503)]
+
+    # The logout cannot be recorded either: it says so rather than pretend.
+    assert client.post("/auth/logout").status_code == 503
+
+
+# --- SMTP -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def silent_smtp() -> Iterator[SilentSMTP]:
+    server = SilentSMTP()
+    yield server
+    server.close()
+
+
+def test_an_smtp_server_that_never_answers_fails_the_attempt_within_the_timeout(
+    app_factory, silent_smtp, smtp_server
+):
+    silent = app_factory(
+        MAIL_SERVER="127.0.0.1",
+        MAIL_PORT=silent_smtp.port,
+        MAIL_SUPPRESS_SEND=False,
+        MAIL_TIMEOUT=0.5,
+    )
+    with silent.app_context():
+        queue_mail("ann@example.com", "role_granted", user=None, role="an owner of Harbour")
+        db.session.commit()
+        output, elapsed = timed(send_outbox, silent)
+        assert "sent 0, failed 1" in output
+        assert elapsed < 3.0
+        [row] = queued_mail()
+        assert row.status == OutboxStatus.PENDING and row.attempts == 1
+        assert "timed out" in row.last_error
+        row.next_attempt_at = utcnow()
+        db.session.commit()
+
+    catcher, port = smtp_server
+    with app_factory(**smtp_settings(port)).app_context():
+        assert "sent 1, failed 0" in send_outbox(silent)  # any app: same database
+    assert len(catcher.messages) == 1
+
+
+def test_a_send_ends_before_its_lease_so_no_second_worker_overlaps_it(app_factory, silent_smtp):
+    # The per-exchange timeout is longer than the lease: only the deadline can stop it.
+    slow = app_factory(
+        MAIL_SERVER="127.0.0.1",
+        MAIL_PORT=silent_smtp.port,
+        MAIL_SUPPRESS_SEND=False,
+        MAIL_TIMEOUT=30,
+        OUTBOX_LEASE_SECONDS=3,
+    )
+    with slow.app_context():
+        queue_mail("ann@example.com", "role_granted", user=None, role="x")
+        db.session.commit()
+        report, elapsed = timed(deliver_due)
+        assert (report.sent, report.failed) == (0, 1)
+        assert elapsed < 3.0  # ended (at 2 s) while the claim was still its own
+        [row] = queued_mail()
+        assert row.status == OutboxStatus.PENDING and row.attempts == 1
+
+
+def test_a_claim_whose_worker_died_is_retried_after_its_lease_and_sent_once(
+    app_factory, smtp_server
+):
+    from directory_api import outbox
+
+    catcher, port = smtp_server
+    worker = app_factory(**smtp_settings(port), OUTBOX_LEASE_SECONDS=2)
+    with worker.app_context():
+        queue_mail("ann@example.com", "role_granted", user=None, role="x")
+        db.session.commit()
+        assert outbox._claim_next() is not None  # a worker claims it, then dies
+        assert deliver_due().sent == 0  # still leased
+        time.sleep(2.1)
+        assert deliver_due().sent == 1
+        assert deliver_due().sent == 0
+        [row] = queued_mail()
+        assert (row.status, row.attempts) == (OutboxStatus.SENT, 2)
+    assert len(catcher.messages) == 1
+
+
+def test_a_late_outcome_never_overwrites_a_newer_claim(app_factory, smtp_server):
+    from directory_api import outbox
+
+    catcher, port = smtp_server
+    worker = app_factory(**smtp_settings(port), OUTBOX_LEASE_SECONDS=2)
+    with worker.app_context():
+        queue_mail("ann@example.com", "role_granted", user=None, role="x")
+        db.session.commit()
+        stale = outbox._claim_next()
+        db.session.query(OutboxMessage).update({"next_attempt_at": utcnow()})
+        db.session.commit()
+        assert deliver_due().sent == 1  # a second worker takes it over and sends it
+        assert outbox._settle(stale, last_error="late") is False
+        [row] = queued_mail()
+        assert (row.status, row.last_error) == (OutboxStatus.SENT, None)
+    assert len(catcher.messages) == 1
+
+
+def test_every_delivery_is_logged_without_its_body(mail_app, mailbox, caplog):
+    queue_mail("ann@example.com", "password_reset", user=None, token="secret-token-value")
+    db.session.commit()
+    with caplog.at_level(logging.INFO, logger="directory_api.outbox"):
+        send_outbox(mail_app)
+    [row] = queued_mail()
+    [line] = [r.getMessage() for r in caplog.records if "delivered" in r.getMessage()]
+    assert line == f"mail {row.id} delivered: template=password_reset recipients=1 attempt=1"
+    assert "secret-token-value" not in caplog.text
+    assert mailbox.messages[0]["Message-ID"] == f"<{row.id}@localhost>"
