@@ -13,6 +13,7 @@ from config import get_config
 
 from . import models  # noqa: F401  (every model registered before Alembic looks)
 from .bodies import APIRequest
+from .crypto import init_keys
 from .errors import register_error_handlers
 from .extensions import db, limiter, login_manager, mail, migrate
 from .json_provider import JSONProvider
@@ -154,6 +155,7 @@ def register_extensions(app: Flask) -> None:
     limiter.init_app(app)
     mail.init_app(app)
     init_password_hasher(app)
+    init_keys(app)
     check_cors_origins(app.config["CORS_ORIGINS"])
     if app.config["CORS_ORIGINS"]:
         CORS(

@@ -1,5 +1,7 @@
-"""Flask CLI commands: create-super, seed-demo, outbox send|worker, listings recount."""
+"""Flask CLI commands: create-super, seed-demo, outbox send|worker|rekey, listings recount,
+retention run, privacy erase|export."""
 
+import json
 from typing import Any
 
 import click
@@ -11,9 +13,18 @@ from .extensions import db
 from .models import Business, Category, Employer, ListingSocial, Location, Region, Social, User
 from .models.listing import recount_listings
 from .outbox import deliver_due, run_worker
+from .privacy import erase, export, rekey_outbox, run_retention
 from .schemas.base import Email
 from .schemas.passwords import password_problems
 from .security import hash_password
+
+
+def _address(email: str) -> str:
+    """The address as stored (normalised), or a usage error naming the problem."""
+    try:
+        return Email(required=True).deserialize(email)
+    except ValidationError as error:
+        raise click.BadParameter("; ".join(error.messages), param_hint="EMAIL") from error
 
 
 @click.command("create-super")
@@ -28,10 +39,7 @@ from .security import hash_password
 @with_appcontext
 def create_super(email: str, password: str) -> None:
     """Create a super (or make an existing user one) with a password."""
-    try:
-        email = Email(required=True).deserialize(email)
-    except ValidationError as error:
-        raise click.BadParameter("; ".join(error.messages), param_hint="EMAIL") from error
+    email = _address(email)
     problems = password_problems(password, email)
     if problems:
         raise click.BadParameter(" ".join(problems), param_hint="--password")
@@ -170,6 +178,18 @@ def outbox_worker(interval: float) -> None:
     run_worker(interval)
 
 
+@outbox.command("rekey")
+def outbox_rekey() -> None:
+    """Re-encrypt kept message bodies under the current OUTBOX_KEY (after a key change)."""
+    report = rekey_outbox()
+    click.echo(json.dumps(report))
+    if report["unreadable"]:
+        raise click.ClickException(
+            f"{report['unreadable']} bodies open with none of the configured keys: "
+            "add the secret they were queued under to OUTBOX_OLD_KEYS and run this again."
+        )
+
+
 listings = AppGroup("listings", help="Maintenance of businesses and employers.")
 
 
@@ -182,4 +202,34 @@ def listings_recount() -> None:
     click.echo("listing counts recomputed")
 
 
-commands = [create_super, seed_demo, outbox, listings]
+retention = AppGroup("retention", help="Delete or redact personal data past its retention.")
+
+
+@retention.command("run")
+def retention_run() -> None:
+    """Redact old votes' submitter details, delete old outbox rows and spent tokens."""
+    click.echo(json.dumps(run_retention().as_dict()))
+
+
+privacy = AppGroup("privacy", help="A data subject's requests: export or erase by address.")
+
+
+@privacy.command("export")
+@click.argument("email")
+def privacy_export(email: str) -> None:
+    """Print every vote and message held for EMAIL as JSON."""
+    click.echo(json.dumps(export(_address(email)), indent=2, ensure_ascii=False))
+
+
+@privacy.command("erase")
+@click.argument("email")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def privacy_erase(email: str, yes: bool) -> None:
+    """Delete every vote submitted with EMAIL and every message to or for it."""
+    address = _address(email)
+    if not yes:
+        click.confirm(f"Delete every vote and message of {address}?", abort=True)
+    click.echo(json.dumps(erase(address)))
+
+
+commands = [create_super, seed_demo, outbox, listings, retention, privacy]

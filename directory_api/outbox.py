@@ -18,6 +18,7 @@ import smtplib
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -122,10 +123,19 @@ def message_id(message: OutboxMessage) -> str:
     return f"<{message.id}@{domain}>"
 
 
+class UndecryptableBody(Exception):
+    pass
+
+
 def send_now(message: OutboxMessage, deadline: float) -> None:
     """Hand one message to SMTP (or to the log without MAIL_SERVER), by `deadline`
     (a time.monotonic() value) at the latest."""
     config = current_app.config
+    if message.body is None:
+        raise UndecryptableBody(
+            "no configured key opens this message's body: list the secret it was queued "
+            "under in OUTBOX_OLD_KEYS"
+        )
     if not config.get("MAIL_SERVER"):
         log.info(
             "mail (no MAIL_SERVER; logged instead of sent) to=%s subject=%r\n%s",
@@ -257,19 +267,19 @@ def deliver_due(limit: int = 500) -> DeliveryReport:
                 len(message.recipients),
                 claim.attempt,
             )
-            _settle(claim, status=OutboxStatus.SENT, sent_at=utcnow())
+            # The body (and any link in it) is not kept once delivered (API.md 9).
+            _settle(claim, status=OutboxStatus.SENT, sent_at=utcnow(), body="")
     return report
 
 
 # The worker waits this long after a failed pass (doubling, up to the cap) before the next.
 WORKER_RETRY_FIRST = 1.0
 WORKER_RETRY_CAP = 60.0
-# Housekeeping the worker does besides delivering (expired idempotency records), this often.
-MAINTENANCE_INTERVAL = 3600.0
 
 
-def maintain() -> None:
-    """Periodic housekeeping: drop what no longer answers anything."""
+# Housekeeping the worker does besides delivering, and how often (seconds): expired
+# idempotency records hourly, retention (privacy.py) daily. Each runs at start-up too.
+def purge_idempotency_keys() -> None:
     from .idempotency import purge_expired_idempotency_keys
 
     purged = purge_expired_idempotency_keys()
@@ -277,22 +287,36 @@ def maintain() -> None:
         log.info("purged %d expired idempotency records", purged)
 
 
+def apply_retention() -> None:
+    from .privacy import run_retention
+
+    run_retention()
+
+
+HOUSEKEEPING: list[tuple[float, Callable[[], None]]] = [
+    (3600.0, purge_idempotency_keys),
+    (86400.0, apply_retention),
+]
+
+
 def run_worker(
     interval: float, stop_after: int | None = None, stop: threading.Event | None = None
 ) -> None:
     """Deliver forever (or for `stop_after` passes, or until `stop` is set), sleeping
-    `interval` seconds when idle. An outage of the database or of SMTP never ends it: a
-    failed pass is logged and retried with backoff, and delivery resumes on its own."""
+    `interval` seconds when idle, and do the housekeeping when it is due. An outage of the
+    database or of SMTP never ends it: a failed pass is logged and retried with backoff,
+    and delivery resumes on its own."""
     stop = stop or threading.Event()
     passes = 0
     retry = WORKER_RETRY_FIRST
-    maintained_at = -MAINTENANCE_INTERVAL
+    last_done = [-period for period, _ in HOUSEKEEPING]
     while not stop.is_set() and (stop_after is None or passes < stop_after):
         passes += 1
         try:
-            if time.monotonic() - maintained_at >= MAINTENANCE_INTERVAL:
-                maintain()
-                maintained_at = time.monotonic()
+            for index, (period, task) in enumerate(HOUSEKEEPING):
+                if time.monotonic() - last_done[index] >= period:
+                    task()
+                    last_done[index] = time.monotonic()
             report = deliver_due()
         except Exception as error:  # the database went away mid-pass, most likely
             db.session.rollback()

@@ -3,7 +3,7 @@
 import enum
 from datetime import UTC, datetime
 
-from sqlalchemy import DateTime, Enum, TypeDecorator
+from sqlalchemy import DateTime, Enum, Text, TypeDecorator
 
 
 def utcnow() -> datetime:
@@ -29,10 +29,33 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+class EncryptedText(TypeDecorator[str]):
+    """Text kept encrypted in the database (crypto.py), plain to the code that reads it.
+
+    The empty string stays empty: it is what a delivered message's body becomes. A value no
+    configured key opens reads as None.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect) -> str | None:
+        from .crypto import encrypt
+
+        return encrypt(value) if value else value
+
+    def process_result_value(self, value: str | None, dialect) -> str | None:
+        from .crypto import decrypt
+
+        return decrypt(value) if value else value
+
+
 def render_migration_type(type_: str, obj: object, _context: object) -> str | bool:
     """Alembic autogenerate: write UTCDateTime as the plain column type it stores."""
     if type_ == "type" and isinstance(obj, UTCDateTime):
         return "sa.DateTime(timezone=True)"
+    if type_ == "type" and isinstance(obj, EncryptedText):
+        return "sa.Text()"
     return False
 
 

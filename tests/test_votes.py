@@ -51,7 +51,8 @@ PUBLIC_KEYS = {
     "createdAt",
     "updatedAt",
 }
-FULL_KEYS = PUBLIC_KEYS | {"yourEmail", "yourPhone"}
+# Staff also see whether retention has redacted the submitter (API.md 9).
+FULL_KEYS = PUBLIC_KEYS | {"yourEmail", "yourPhone", "redacted"}
 
 
 def body_for(vote_type: str, *, without: tuple[str, ...] = (), **changes) -> dict:

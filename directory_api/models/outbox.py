@@ -7,7 +7,7 @@ from sqlalchemy import JSON, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
-from ..types import string_enum
+from ..types import EncryptedText, string_enum
 from .base import EMAIL_LENGTH, IdMixin, UTCDateTime, utcnow
 
 
@@ -24,7 +24,8 @@ class OutboxMessage(IdMixin, db.Model):
     recipients: Mapped[list[str]] = mapped_column(JSON)
     template: Mapped[str] = mapped_column(String(64), server_default="")
     subject: Mapped[str] = mapped_column(String(998))
-    body: Mapped[str] = mapped_column(Text)
+    # Encrypted while pending (API.md 9); emptied once delivered. None: no key opens it.
+    body: Mapped[str | None] = mapped_column(EncryptedText, nullable=False)
     reply_to: Mapped[str | None] = mapped_column(String(EMAIL_LENGTH))
     status: Mapped[OutboxStatus] = mapped_column(
         string_enum(OutboxStatus, "outbox_status"),

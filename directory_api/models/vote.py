@@ -2,12 +2,13 @@
 
 import enum
 import uuid
+from datetime import datetime
 
 from sqlalchemy import Boolean, ForeignKey, Index, String, Text
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, mapped_column, relationship, validates
 
 from ..extensions import db
-from ..types import string_enum
+from ..types import UTCDateTime, string_enum
 from .base import EMAIL_LENGTH, NAME_LENGTH, PHONE_LENGTH, IdMixin, TimestampMixin
 from .listing import Employer
 
@@ -23,6 +24,7 @@ class Vote(IdMixin, TimestampMixin, db.Model):
     __table_args__ = (
         Index("ix_votes_location_created", "location_id", "created_at", "id"),
         Index("ix_votes_location_active", "location_id", "active"),
+        Index("ix_votes_redaction_due", "redacted_at", "created_at"),
     )
 
     location_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("locations.id", ondelete="RESTRICT"))
@@ -31,13 +33,29 @@ class Vote(IdMixin, TimestampMixin, db.Model):
     employer_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("listings.id", ondelete="RESTRICT"), index=True
     )
-    your_name: Mapped[str] = mapped_column(String(NAME_LENGTH))
-    your_email: Mapped[str] = mapped_column(String(EMAIL_LENGTH))
+    # Null once redacted (PII_RETENTION_DAYS); email_hash stays for duplicates and erasure.
+    your_name: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    your_email: Mapped[str | None] = mapped_column(String(EMAIL_LENGTH))
     your_phone: Mapped[str | None] = mapped_column(String(PHONE_LENGTH))
     business_name: Mapped[str] = mapped_column(String(NAME_LENGTH))
     business_branch: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     vote_body: Mapped[str] = mapped_column(Text)
     your_business: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     your_position: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    email_hash: Mapped[str | None] = mapped_column(String(64), index=True)
+    redacted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     employer: Mapped[Employer | None] = relationship()
+
+    @property
+    def redacted(self) -> bool:
+        return self.redacted_at is not None
+
+    @validates("your_email")
+    def _keep_email_hash(self, _key: str, email: str | None) -> str | None:
+        """Whoever sets the address (submission, staff, moderation) sets its keyed hash."""
+        if email is not None:
+            from ..crypto import email_hash
+
+            self.email_hash = email_hash(email)
+        return email

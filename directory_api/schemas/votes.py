@@ -75,21 +75,23 @@ class VoteOut(Resource):
         lambda vote: vote.employer.slug if vote.employer else None,
         metadata={"type": ["string", "null"]},
     )
-    your_name = fields.String(data_key="yourName")
-    your_email = fields.String(data_key="yourEmail")
+    # Null once redacted (PII_RETENTION_DAYS after submission; API.md 9).
+    your_name = fields.String(data_key="yourName", allow_none=True)
+    your_email = fields.String(data_key="yourEmail", allow_none=True)
     your_phone = fields.String(data_key="yourPhone", allow_none=True)
     business_name = fields.String(data_key="businessName")
     business_branch = fields.String(data_key="businessBranch", allow_none=True)
     vote_body = fields.String(data_key="voteBody")
     your_business = fields.String(data_key="yourBusiness", allow_none=True)
     your_position = fields.String(data_key="yourPosition", allow_none=True)
+    redacted = fields.Boolean()
 
 
 class PublicVoteOut(VoteOut):
     """A vote as everyone else sees it: no way to reach the person who wrote it."""
 
     class Meta:
-        exclude = ("your_email", "your_phone")
+        exclude = ("your_email", "your_phone", "redacted")
 
 
 class VoteListArgs(ListArgs):

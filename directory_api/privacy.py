@@ -1,0 +1,212 @@
+"""Retention and erasure (API.md 9): personal data is kept only as long as it is needed.
+
+- `run_retention` (`flask retention run`, and the outbox worker once a day) redacts the
+  submitter's details of votes older than `PII_RETENTION_DAYS`, deletes delivered and
+  failed outbox rows older than `OUTBOX_RETENTION_DAYS`, and drops one-time tokens and role
+  offers that can no longer be used (a token keeps the address it was bound to).
+- `erase` / `export` (`flask privacy erase|export EMAIL`) answer a data subject's request
+  for every vote submitted with an address and every message held for it.
+
+Work is done in batches of `BATCH` rows, each its own short transaction, so a first run over
+millions of old rows neither holds long locks nor meets the statement timeout.
+"""
+
+import logging
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import Select, and_, delete, func, or_, select, type_coerce, update
+from sqlalchemy.types import Text
+
+from .crypto import email_hash, reencrypt
+from .extensions import db
+from .models import OutboxMessage, OutboxStatus, RoleGrant, Token, Vote, utcnow
+from .schemas.base import normalize_email
+from .schemas.votes import VoteOut
+
+log = logging.getLogger(__name__)
+
+BATCH = 1000
+
+
+@dataclass
+class RetentionReport:
+    votes_redacted: int = 0
+    messages_deleted: int = 0
+    tokens_deleted: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """camelCase, as every JSON the service writes."""
+        return {
+            "votesRedacted": self.votes_redacted,
+            "messagesDeleted": self.messages_deleted,
+            "tokensDeleted": self.tokens_deleted,
+        }
+
+
+def _in_batches(ids_stmt: Select, act: Any) -> int:
+    """Run `act(ids)` on successive batches of the ids `ids_stmt` selects, committing each,
+    until none is left; `act` must take the rows out of `ids_stmt`'s reach."""
+    done = 0
+    while ids := db.session.scalars(ids_stmt.limit(BATCH)).all():
+        act(ids)
+        db.session.commit()
+        done += len(ids)
+    return done
+
+
+def run_retention(now: datetime | None = None) -> RetentionReport:
+    now = now or utcnow()
+    config = current_app.config
+    report = RetentionReport()
+
+    due = now - timedelta(days=config["PII_RETENTION_DAYS"])
+    redact_due = select(Vote.id).where(Vote.redacted_at.is_(None), Vote.created_at < due)
+    _backfill_email_hashes(redact_due)
+    report.votes_redacted = _in_batches(
+        redact_due,
+        lambda ids: db.session.execute(
+            update(Vote)
+            .where(Vote.id.in_(ids))
+            .values(your_name=None, your_email=None, your_phone=None, redacted_at=now)
+            .execution_options(synchronize_session=False)
+        ),
+    )
+
+    kept_until = now - timedelta(days=config["OUTBOX_RETENTION_DAYS"])
+    old_messages = select(OutboxMessage.id).where(
+        or_(
+            and_(OutboxMessage.status == OutboxStatus.SENT, OutboxMessage.sent_at < kept_until),
+            and_(
+                OutboxMessage.status == OutboxStatus.FAILED, OutboxMessage.created_at < kept_until
+            ),
+        )
+    )
+    report.messages_deleted = _delete_in_batches(OutboxMessage, old_messages)
+
+    for model in (Token, RoleGrant):  # one-time tokens, and role offers with theirs
+        spent = select(model.id).where(or_(model.expires_at < now, model.used_at.is_not(None)))
+        report.tokens_deleted += _delete_in_batches(model, spent)
+
+    if any(asdict(report).values()):
+        log.info("retention: %s", report.as_dict())
+    return report
+
+
+def _delete_in_batches(model: Any, ids_stmt: Select) -> int:
+    return _in_batches(
+        ids_stmt,
+        lambda ids: db.session.execute(
+            delete(model).where(model.id.in_(ids)).execution_options(synchronize_session=False)
+        ),
+    )
+
+
+def _backfill_email_hashes(redact_due: Select) -> None:
+    """Votes stored before addresses were hashed get their hash before the address goes."""
+    missing = (
+        select(Vote)
+        .where(Vote.id.in_(redact_due.scalar_subquery()), Vote.email_hash.is_(None))
+        .where(Vote.your_email.is_not(None))
+    )
+    while votes := db.session.scalars(missing.limit(BATCH)).all():
+        for vote in votes:
+            vote.email_hash = email_hash(vote.your_email)
+        db.session.commit()
+
+
+def _votes_of(email: str) -> Select:
+    """Every vote submitted with `email`, redacted ones included (found by their hash)."""
+    return select(Vote).where(
+        or_(Vote.email_hash == email_hash(email), func.lower(Vote.your_email) == email.lower())
+    )
+
+
+def _messages_of(email: str) -> list[OutboxMessage]:
+    """Messages to `email`, or on its behalf (a btob/btoc submission replies to it).
+
+    Recipients are a JSON list, which the databases search differently; the outbox holds
+    what OUTBOX_RETENTION_DAYS leaves of it, and this reads only the address columns.
+    """
+    wanted = normalize_email(email)
+    found = []
+    rows = db.session.execute(
+        select(OutboxMessage.id, OutboxMessage.recipients, OutboxMessage.reply_to)
+    )
+    for message_id, recipients, reply_to in rows:
+        addresses = [*(recipients or []), *([reply_to] if reply_to else [])]
+        if any(normalize_email(address) == wanted for address in addresses):
+            found.append(message_id)
+    if not found:
+        return []
+    return list(
+        db.session.scalars(
+            select(OutboxMessage)
+            .where(OutboxMessage.id.in_(found))
+            .order_by(OutboxMessage.created_at, OutboxMessage.id)
+        )
+    )
+
+
+def export(email: str) -> dict[str, Any]:
+    """Every vote and message held for `email`, as the staff see them."""
+    votes = db.session.scalars(_votes_of(email).order_by(Vote.created_at, Vote.id)).all()
+    return {
+        "email": email,
+        "votes": VoteOut(many=True).dump(votes),
+        "messages": [
+            {
+                "id": str(message.id),
+                "template": message.template,
+                "recipients": message.recipients,
+                "replyTo": message.reply_to,
+                "subject": message.subject,
+                "body": message.body or None,
+                "status": message.status.value,
+                "createdAt": message.created_at.isoformat().replace("+00:00", "Z"),
+                "sentAt": message.sent_at.isoformat().replace("+00:00", "Z")
+                if message.sent_at
+                else None,
+            }
+            for message in _messages_of(email)
+        ],
+    }
+
+
+def erase(email: str) -> dict[str, int]:
+    """Delete every vote submitted with `email` and every message to or for it."""
+    vote_ids = db.session.scalars(_votes_of(email).with_only_columns(Vote.id)).all()
+    message_ids = [message.id for message in _messages_of(email)]
+    for model, ids in ((Vote, vote_ids), (OutboxMessage, message_ids)):
+        for start in range(0, len(ids), BATCH):
+            db.session.execute(
+                delete(model)
+                .where(model.id.in_(ids[start : start + BATCH]))
+                .execution_options(synchronize_session=False)
+            )
+    db.session.commit()
+    log.info("privacy erase: %d votes, %d messages", len(vote_ids), len(message_ids))
+    return {"votes": len(vote_ids), "messages": len(message_ids)}
+
+
+def rekey_outbox() -> dict[str, int]:
+    """Re-encrypt every kept body under the current key (after OUTBOX_KEY changed)."""
+    raw = type_coerce(OutboxMessage.body, Text)  # the stored ciphertext, not decrypted
+    rows = db.session.execute(select(OutboxMessage.id, raw).where(raw != "")).all()
+    done = unreadable = 0
+    for message_id, token in rows:
+        fresh = reencrypt(token)
+        if fresh is None:
+            unreadable += 1
+            continue
+        db.session.execute(
+            update(OutboxMessage)
+            .where(OutboxMessage.id == message_id)
+            .values({OutboxMessage.__table__.c.body: type_coerce(fresh, Text)})
+            .execution_options(synchronize_session=False)
+        )
+        done += 1
+    db.session.commit()
+    return {"reencrypted": done, "unreadable": unreadable}
