@@ -72,6 +72,8 @@ class Config:
     SESSION_TOUCH_INTERVAL = env_int("SESSION_TOUCH_INTERVAL", 300)
     SESSION_IDLE_LIFETIME = timedelta(hours=env_int("SESSION_IDLE_HOURS", 12))
     PERMANENT_SESSION_LIFETIME = timedelta(days=env_int("SESSION_REMEMBER_DAYS", 14))
+    # However active, a session ends this long after its sign-in (directory_api/sessions.py).
+    SESSION_MAX_LIFETIME = timedelta(days=env_int("SESSION_MAX_DAYS", 30))
     SESSION_KEY_PREFIX = env("SESSION_KEY_PREFIX", "session:")
     SESSION_COOKIE_NAME = env("SESSION_COOKIE_NAME", "session")
     SESSION_COOKIE_HTTPONLY = True
@@ -117,6 +119,15 @@ class Config:
     # A worker's claim on a message; a claim whose worker died is retried after it expires.
     OUTBOX_LEASE_SECONDS = env_int("OUTBOX_LEASE_SECONDS", 300)
     VOTE_FALLBACK_RECIPIENT = env("VOTE_FALLBACK_RECIPIENT")
+
+    # Data protection (API.md 9; directory_api/privacy.py). Pending outbox bodies are
+    # encrypted with a key derived from OUTBOX_KEY (else SECRET_KEY); after a change of
+    # either, list the previous secrets in OUTBOX_OLD_KEYS until `flask outbox rekey` ran.
+    OUTBOX_KEY = env("OUTBOX_KEY")
+    # Comma-separated; kept exactly as given (env_list would trim a trailing "/" of a key).
+    OUTBOX_OLD_KEYS = tuple(key for key in (env("OUTBOX_OLD_KEYS") or "").split(",") if key.strip())
+    PII_RETENTION_DAYS = env_int("PII_RETENTION_DAYS", 365)  # then a vote's submitter is redacted
+    OUTBOX_RETENTION_DAYS = env_int("OUTBOX_RETENTION_DAYS", 30)  # delivered/failed rows
 
     JSON_LOG = env_bool("JSON_LOG", False)
     LOG_LEVEL = env("LOG_LEVEL", "INFO")

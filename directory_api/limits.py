@@ -6,6 +6,7 @@ from flask import current_app, request
 from flask_limiter.util import get_remote_address
 
 from .extensions import limiter
+from .schemas.base import normalize_email
 
 
 def configured(name: str) -> Callable[[], str]:
@@ -13,11 +14,14 @@ def configured(name: str) -> Callable[[], str]:
 
 
 def email_in_body() -> str:
-    """Key: the e-mail address in the JSON body, so one account can't be tried from many IPs."""
+    """Key: the e-mail address in the JSON body, so one account can't be tried from many IPs.
+
+    Normalised as e-mail uniqueness is, so "ＡＮＮ@example.com" spends ann@example.com's allowance.
+    """
     body = request.get_json(silent=True)
     email = body.get("email") if isinstance(body, dict) else None
     if isinstance(email, str) and email.strip():
-        return "email:" + email.strip().lower()[:254]
+        return "email:" + normalize_email(email)[:254]
     return "ip:" + get_remote_address()
 
 

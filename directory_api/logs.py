@@ -1,19 +1,31 @@
 """Logging: the request id on every line, one line per request, JSON in production.
 
-Paths are logged with tokens replaced, and no body, query string, password or vote
-detail is ever logged.
+Paths are logged with tokens replaced and control characters escaped (a path can never
+start a second line), and no body, query string, password or vote detail is ever logged.
 """
 
 import json
 import logging
+import re
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 from flask import Flask, Response, g, has_request_context, request, request_finished
 
-# Path parameters that carry secrets (reset and e-mail confirmation tokens).
-SECRET_PATH_PARAMETERS = frozenset({"token"})
+# Paths whose rest is a secret token. Matched on the path itself, not on the route, so the
+# token is redacted whatever the answer: a 404 or 405 matches no route.
+TOKEN_PATH_PREFIXES = (
+    "/me/password-reset/",
+    "/me/email-update/",
+    "/me/roles/accept/",
+    "/votes/confirm/",
+    "/votes/withdraw/",
+)
+REDACTED = "[redacted]"
+# What could end or disguise a log line: C0 and C1 controls, DEL, the Unicode line and
+# paragraph separators; and the backslash, so that an escape in the log is unambiguous.
+UNSAFE_IN_LOG = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
 REQUEST_FIELDS = ("request_id", "method", "path", "status", "duration_ms", "user_id")
 
 request_log = logging.getLogger("directory_api.requests")
@@ -65,12 +77,22 @@ def configure_logging(app: Flask) -> None:
     logger.propagate = False
 
 
-def logged_path() -> str:
-    path = request.path
-    for name, value in (request.view_args or {}).items():
-        if name in SECRET_PATH_PARAMETERS and isinstance(value, str) and value:
-            path = path.replace(value, "[redacted]")
+def escape_for_log(text: str) -> str:
+    """`text` on one line: CR becomes \\r, NUL \\x00, U+2028 \\u2028, a backslash \\\\."""
+    return UNSAFE_IN_LOG.sub(lambda match: match.group().encode("unicode_escape").decode(), text)
+
+
+def redact_tokens(path: str) -> str:
+    """Everything after a token-bearing prefix, however the path is spelled (case, //)."""
+    canonical = re.sub("/{2,}", "/", path).lower()
+    for prefix in TOKEN_PATH_PREFIXES:
+        if canonical.startswith(prefix) and len(canonical) > len(prefix):
+            return prefix + REDACTED
     return path
+
+
+def logged_path() -> str:
+    return escape_for_log(redact_tokens(request.path))
 
 
 def start_timer() -> None:
@@ -80,15 +102,16 @@ def start_timer() -> None:
 def log_request(_sender: Flask, response: Response, **_extra: Any) -> None:
     started = g.get("started")
     user = g.get("_login_user")  # only if this request loaded one; never loads it for logging
+    method, path = escape_for_log(request.method), logged_path()
     request_log.info(
         "%s %s %s",
-        request.method,
-        logged_path(),
+        method,
+        path,
         response.status_code,
         extra={
             "request_id": g.get("request_id"),
-            "method": request.method,
-            "path": logged_path(),
+            "method": method,
+            "path": path,
             "status": response.status_code,
             "duration_ms": round((time.perf_counter() - started) * 1000, 1) if started else None,
             "user_id": str(user.id) if getattr(user, "is_authenticated", False) else None,

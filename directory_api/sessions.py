@@ -5,6 +5,10 @@ with "remember" (session.permanent) after PERMANENT_SESSION_LIFETIME. Rather tha
 the store on every request, a signed-in session's expiry is pushed forward at most once per
 SESSION_TOUCH_INTERVAL seconds.
 
+However active, a signed-in session ends SESSION_MAX_LIFETIME after its sign-in (the
+stamp `sign_in` leaves in it); one signed in before that limit existed counts from its
+first request after the upgrade.
+
 A session that came from the store is only ever written back while it is still there: a
 request that was already running when the user logged out must not bring it back.
 
@@ -34,6 +38,8 @@ from .timeouts import redis_options
 
 log = logging.getLogger(__name__)
 TOUCHED_KEY = "_touched"
+SIGNED_IN_KEY = "_signed_in"  # when the session signed in, in seconds since the epoch
+USER_KEY = "_user_id"  # where Flask-Login keeps who is signed in
 
 
 class SessionLifetimeMixin:
@@ -45,6 +51,7 @@ class SessionLifetimeMixin:
             session = self.session_class(sid=self._generate_sid(self.sid_length))
             session.store_unavailable = True
         session.stored = session.sid == request.cookies.get(app.config["SESSION_COOKIE_NAME"])
+        end_if_too_old(app, session)
         return session
 
     def regenerate(self, session: ServerSideSession) -> None:
@@ -95,6 +102,18 @@ class SessionLifetimeMixin:
             session[TOUCHED_KEY] = now  # marks the session modified: store and cookie renewed
             return True
         return False
+
+
+def end_if_too_old(app: Flask, session: ServerSideSession) -> None:
+    """Sign a session out SESSION_MAX_LIFETIME after its sign-in (the store forgets it)."""
+    if USER_KEY not in session:
+        return
+    now = int(time.time())
+    signed_in = session.get(SIGNED_IN_KEY)
+    if not isinstance(signed_in, int):
+        session[SIGNED_IN_KEY] = now  # signed in before the limit existed: count from now
+    elif now - signed_in >= app.config["SESSION_MAX_LIFETIME"].total_seconds():
+        session.clear()  # empty and modified: deleted from the store, cookie removed
 
 
 class FileSessionInterface(SessionLifetimeMixin, CacheLibSessionInterface):

@@ -306,3 +306,87 @@ def test_a_dead_session_is_deleted_not_kept_alive(app):
     assert response.status_code == 401
     assert "Expires=Thu, 01 Jan 1970" in response.headers.get("Set-Cookie", "")
     assert client.get_cookie(COOKIE) is None
+
+
+# However active, a session ends SESSION_MAX_DAYS after its sign-in (API.md 9).
+
+DAY = 24 * 60 * 60
+
+
+def stamp_sign_in(client, seconds_ago: int | None) -> None:
+    """Rewrite when the client's stored session signed in (None: a session without one)."""
+    from directory_api.sessions import SIGNED_IN_KEY
+
+    with client.session_transaction() as stored:
+        if seconds_ago is None:
+            del stored[SIGNED_IN_KEY]
+        else:
+            stored[SIGNED_IN_KEY] = int(time.time()) - seconds_ago
+
+
+@pytest.mark.parametrize("remember", [False, True])
+def test_a_session_ends_thirty_days_after_sign_in_however_active(app, remember):
+    make_user("ann@example.com")
+    client = app.test_client()
+    assert login(client, "ann@example.com", remember=remember).status_code == 200
+    copied = session_cookie(client)
+    stamp_sign_in(client, 30 * DAY - 60)
+    assert client.get("/me/").status_code == 200
+    stamp_sign_in(client, 30 * DAY)
+    response = client.get("/me/")
+    assert response.status_code == 401
+    assert response.mimetype == "application/problem+json"
+    assert client.get_cookie(COOKIE) is None  # the store forgot it, the cookie is dropped
+    replay = app.test_client()
+    replay.set_cookie(COOKIE, copied)
+    assert replay.get("/me/").status_code == 401
+    # Signing in again starts a new 30 days.
+    assert login(client, "ann@example.com").status_code == 200
+    assert client.get("/me/").status_code == 200
+
+
+def test_the_maximum_session_age_is_a_setting(app_factory):
+    from datetime import timedelta
+
+    app = app_factory(SESSION_MAX_LIFETIME=timedelta(days=1))
+    with app.app_context():
+        make_user("ann@example.com")
+    client = signed_in(app, "ann@example.com")
+    stamp_sign_in(client, DAY - 60)
+    assert client.get("/me/").status_code == 200
+    stamp_sign_in(client, DAY)
+    assert client.get("/me/").status_code == 401
+
+
+def test_a_session_signed_in_before_the_limit_counts_from_its_next_request(app):
+    make_user("ann@example.com")
+    client = signed_in(app, "ann@example.com")
+    stamp_sign_in(client, None)  # as sessions signed in before the limit existed are
+    assert client.get("/me/").status_code == 200
+    from directory_api.sessions import SIGNED_IN_KEY
+
+    with client.session_transaction() as stored:
+        assert abs(stored[SIGNED_IN_KEY] - time.time()) < 60  # stamped by that request
+    stamp_sign_in(client, 30 * DAY)
+    assert client.get("/me/").status_code == 401
+
+
+def test_login_spellings_of_one_address_share_its_allowance(client, app):
+    """The per-address key is normalised as e-mail uniqueness is (NFKC, case-folded)."""
+    make_user("ann@example.com")
+    spellings = ["ann@example.com", "ａnn@example.com", "ANN@EXAMPLE.COM", "Ann@Example.com"]
+    spellings += ["ＡＮＮ@ｅｘａｍｐｌｅ.ｃｏｍ"]
+    for number, spelling in enumerate(spellings):
+        response = client.post(
+            "/auth/login",
+            json={"email": spelling, "password": "wrong password!"},
+            environ_base={"REMOTE_ADDR": f"10.0.2.{number}"},
+        )
+        assert response.status_code == 401, spelling
+    response = client.post(
+        "/auth/login",
+        json={"email": " Ａnn@example.com ", "password": PASSWORD},
+        environ_base={"REMOTE_ADDR": "10.0.2.99"},
+    )
+    assert response.status_code == 429
+    assert "Retry-After" in response.headers

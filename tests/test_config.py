@@ -79,3 +79,20 @@ def test_a_setting_that_is_not_a_number_is_named(monkeypatch):
     monkeypatch.setenv("REDIS_TIMEOUT", "soon")
     with pytest.raises(RuntimeError, match="REDIS_TIMEOUT='soon' is not a number"):
         env_float("REDIS_TIMEOUT", 1.0)
+
+
+@pytest.mark.parametrize(("environment", "days"), [({}, 30), ({"SESSION_MAX_DAYS": "7"}, 7)])
+def test_session_max_days_is_read_from_the_environment(environment, days):
+    import os
+    import subprocess
+    import sys
+
+    env = {key: value for key, value in os.environ.items() if key != "SESSION_MAX_DAYS"}
+    result = subprocess.run(  # a fresh interpreter: settings are read when config is imported
+        [sys.executable, "-c", "import config; print(config.Config.SESSION_MAX_LIFETIME.days)"],
+        env={**env, **environment},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.strip() == str(days)

@@ -350,6 +350,7 @@ DEPENDS_ON_STATE = re.compile(
     r"|cannot be its own parent|cannot have subcategories|has subcategories, so it cannot"
     r"|is a top-level category|is reserved; choose another slug|Cannot derive a slug"
     r"|This is already your address|Must not be the e-mail address|^Listed twice\.$"
+    r"|commonly used or breached password"
 )
 
 

@@ -497,6 +497,16 @@ def test_a_search_term_with_line_breaks_pages_with_an_encoded_link(client, world
         assert search(client, kind, term).status_code == status, term
 
 
+@pytest.mark.parametrize("term", ["tea%00room", "%00tea", "tea%1Froom", "tea%7F", "%7F%7F"])
+def test_a_search_term_with_control_characters_is_422_on_every_database(client, world, kind, term):
+    """Regression: a NUL answered 503 on SQLite (its FTS query failed) and 422 on PostgreSQL."""
+    make_listing(kind[1], world["harbour"], "a", name="Tea Room")
+    response = search(client, kind, term)
+    assert response.status_code == 422
+    assert response.mimetype == PROBLEM
+    assert response.get_json()["errors"] == {"term": ["Contains control characters."]}
+
+
 def test_renaming_a_subcategory_updates_search(super_client, world, kind):
     make_listing(kind[1], world["harbour"], "a", name="Corner", subcategory=world["cafes"])
     response = super_client.put("/categories/", json={"slug": "cafes", "name": "Coffee Shops"})

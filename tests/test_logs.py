@@ -3,6 +3,8 @@
 import json
 import logging
 
+import pytest
+
 from directory_api.logs import JSONFormatter
 
 from .conftest import signed_in
@@ -81,3 +83,78 @@ def test_json_lines_carry_the_request_fields():
     assert line["request_id"] == "req-1"
     assert (line["level"], line["logger"], line["message"]) == ("INFO", REQUESTS, "GET / 200")
     assert line["status"] == 200 and line["time"].endswith("+00:00")
+
+
+def test_control_characters_in_a_path_never_start_a_second_line(client, app, caplog):
+    from directory_api.logs import TEXT_FORMAT
+
+    attempts = {
+        "/regions/%0d%0aINFO fake line": "/regions/\\r\\nINFO fake line",
+        "/regions/%00%1b[31m%7f": "/regions/\\x00\\x1b[31m\\x7f",
+        "/regions/a%e2%80%a8b%c2%85c": "/regions/a\\u2028b\\x85c",
+        "/regions/back%5cslash": "/regions/back\\\\slash",
+    }
+    for path, logged in attempts.items():
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger=REQUESTS):
+            assert client.get(path).status_code == 404
+        [record] = request_records(caplog)
+        assert record.path == logged
+        assert record.getMessage() == f"GET {logged} 404"
+        for formatter in (logging.Formatter(TEXT_FORMAT), JSONFormatter()):
+            assert len(formatter.format(record).splitlines()) == 1
+        assert len(caplog.text.splitlines()) == 1
+
+
+def test_a_request_with_a_valid_reset_token_is_logged_redacted(client, app, caplog):
+    from .test_me import reset_token, start_reset
+
+    make_user("ann@example.com")
+    start_reset(client, "ann@example.com")
+    token = reset_token("ann@example.com")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=REQUESTS):
+        response = client.post(
+            f"/me/password-reset/{token}", json={"password": "a brand new passphrase"}
+        )
+    assert response.status_code == 204
+    [record] = request_records(caplog)
+    assert (record.path, record.status) == ("/me/password-reset/[redacted]", 204)
+    assert token not in caplog.text
+
+
+TOKEN = "a-secret-token-value-1234567890"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "logged"),
+    [
+        ("POST", f"/me/password-reset/{TOKEN}", 404, "/me/password-reset/[redacted]"),
+        ("GET", f"/me/password-reset/{TOKEN}", 405, "/me/password-reset/[redacted]"),
+        ("DELETE", f"/me/email-update/{TOKEN}", 405, "/me/email-update/[redacted]"),
+        ("POST", f"/me/email-update/{TOKEN}/extra", 404, "/me/email-update/[redacted]"),
+        ("GET", f"/me/roles/accept/{TOKEN}", 405, "/me/roles/accept/[redacted]"),
+        ("GET", f"/votes/confirm/{TOKEN}", None, "/votes/confirm/[redacted]"),
+        ("GET", f"/votes/withdraw/{TOKEN}", None, "/votes/withdraw/[redacted]"),
+        ("POST", f"/ME/Password-Reset/{TOKEN}", 404, "/me/password-reset/[redacted]"),
+        ("POST", f"/me//password-reset//{TOKEN}", None, "/me/password-reset/[redacted]"),
+    ],
+)
+def test_tokens_are_redacted_whatever_the_status(client, app, caplog, method, path, status, logged):
+    with caplog.at_level(logging.DEBUG):
+        response = client.open(path, method=method, json={"password": "a brand new passphrase"})
+    if status is not None:
+        assert response.status_code == status
+    [record] = request_records(caplog)
+    assert record.path == logged
+    assert record.status == response.status_code
+    assert TOKEN not in caplog.text
+
+
+def test_every_route_that_takes_a_token_is_redacted_by_its_path(app):
+    from directory_api.logs import TOKEN_PATH_PREFIXES
+
+    token_routes = [rule.rule for rule in app.url_map.iter_rules() if "token" in rule.arguments]
+    assert token_routes
+    for route in token_routes:
+        assert route.startswith(TOKEN_PATH_PREFIXES), f"{route} is not in TOKEN_PATH_PREFIXES"

@@ -30,17 +30,18 @@ from ..models import (
 from ..models.listing import fold
 from ..openapi import spec
 from ..pagination import page_response, parse_list_args, sort_fields
-from ..schemas.base import WHITESPACE, TargetSchema
+from ..schemas.base import CONTROL, CONTROL_CHARACTERS, WHITESPACE, TargetSchema
 from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
 from ..types import SQLITE_SEARCH_TABLE
 from .common import by_slug_or_422, find_target, id_by_slug
 from .resources import create_named, delete_unused, register_reads, update_named
 
 MIN_TERM, MAX_TERM = 2, 100
-# The same rule for the OpenAPI document: 2 to 100 characters once stripped.
+# The same rule for the OpenAPI document: 2 to 100 characters once stripped, none of them
+# a control character.
 TERM_PATTERN = (
-    f"^[{WHITESPACE}]*[^{WHITESPACE}][\\s\\S]{{{MIN_TERM - 2},{MAX_TERM - 2}}}"
-    f"[^{WHITESPACE}][{WHITESPACE}]*$"
+    f"^[{WHITESPACE}]*[^{WHITESPACE}{CONTROL}][^{CONTROL}]{{{MIN_TERM - 2},{MAX_TERM - 2}}}"
+    f"[^{WHITESPACE}{CONTROL}][{WHITESPACE}]*$"
 )
 
 
@@ -205,12 +206,14 @@ def listings_blueprint(
         """Search by words in name, branch, description and subcategory (accents ignored)."""
         criteria = in_location(slug)
         term = term.strip()
+        problem = None
         if not MIN_TERM <= len(term) <= MAX_TERM:
-            abort(
-                422,
-                "The query has invalid parameters.",
-                errors={"term": [f"Give {MIN_TERM} to {MAX_TERM} characters."]},
-            )
+            problem = f"Give {MIN_TERM} to {MAX_TERM} characters."
+        elif CONTROL_CHARACTERS.search(term):
+            # Refused before any query: databases disagree on them (SQLite's FTS fails on NUL).
+            problem = "Contains control characters."
+        if problem:
+            abort(422, "The query has invalid parameters.", errors={"term": [problem]})
         args = parse_list_args(search_args)
         folded = fold(term)
         words = [escape_like(word) for word in folded.split()]

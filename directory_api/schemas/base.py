@@ -2,6 +2,7 @@
 
 import copy
 import re
+import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
@@ -100,18 +101,27 @@ class Slug(Text):
         return text
 
 
+def normalize_email(text: str) -> str:
+    """One spelling per address (NFKC, case-folded): "ＡＮＮ@Example.com" is ann@example.com.
+
+    E-mail uniqueness, sign-in look-ups and every per-address rate-limit key use it.
+    """
+    return unicodedata.normalize("NFKC", text.strip()).casefold()
+
+
 class Email(Text):
-    """A syntactically valid address, stored lower-cased (addresses are case-insensitive)."""
+    """A syntactically valid address, stored normalised (addresses are case-insensitive)."""
 
     def __init__(self, **kwargs: Any):
         super().__init__(max_length=EMAIL_LENGTH, **kwargs)
 
     def clean(self, text: str) -> str:
         try:
-            result = validate_email(text, check_deliverability=False)
+            result = validate_email(normalize_email(text), check_deliverability=False)
         except EmailNotValidError as error:
             raise ValidationError("Not a valid email address.") from error
-        return result.normalized.lower()
+        # The validator may re-normalise the domain (IDNA): fold again, so it is idempotent.
+        return normalize_email(result.normalized)
 
 
 class Phone(Text):
