@@ -43,6 +43,29 @@ def has_location_access(user: Any, location: Location) -> bool:
     return user.is_authenticated and (user.is_super or location_role(user, location) is not None)
 
 
+def check_may_edit_details(target: User) -> None:
+    """403 unless the signed-in user may change `target`'s name and phone (API.md 9).
+
+    A super may change anyone's. Anyone else (an owner, through …/admins/id/:id) only those
+    of a user who is not a super and whose every role is at a location they own: a role
+    elsewhere means someone else also answers for that account.
+    """
+    if current_user.is_super:
+        return
+    if target.is_super:
+        abort(403, "Only a super may change a super's details.")
+    owned = select(Membership.location_id).where(
+        Membership.user_id == current_user.id, Membership.role == Role.OWNER
+    )
+    elsewhere = db.session.scalar(
+        select(Membership.location_id)
+        .where(Membership.user_id == target.id, Membership.location_id.not_in(owned))
+        .limit(1)
+    )
+    if elsewhere is not None:
+        abort(403, "This user also has a role at a location you do not own.")
+
+
 def login_required(view: Callable) -> Callable:
     @wraps(view)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

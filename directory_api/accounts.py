@@ -1,43 +1,97 @@
 """Account changes shared by several endpoints: invitations, roles, passwords, sign-in."""
 
 import time
-from collections.abc import Callable
+import uuid
+from typing import NamedTuple
 
 from flask import current_app, session
 from flask_login import login_user
 from sqlalchemy import select
 
+from .errors import abort
 from .extensions import db
-from .models import Membership, TokenPurpose, User, utcnow
+from .models import GrantedRole, Location, Membership, Role, TokenPurpose, User, utcnow
 from .outbox import queue_mail
+from .schemas.base import normalize_email
 from .security import hash_password
-from .sessions import TOUCHED_KEY
-from .tokens import issue_token, void_tokens
+from .sessions import SIGNED_IN_KEY, TOUCHED_KEY
+from .tokens import issue_grant, issue_token, void_tokens
 
 
 def find_user_by_email(email: str) -> User | None:
-    return db.session.scalar(select(User).where(User.email == email.lower()))
+    return db.session.scalar(select(User).where(User.email == normalize_email(email)))
 
 
-def invite(email: str, name: str | None, role_text: str, grant: Callable[[User], None]) -> User:
-    """Give `email` a role: an unknown address becomes an invited user with an invitation
-    mail; a still-invited user gets a fresh invitation; an active user gets a notice.
+class Invitation(NamedTuple):
+    user: User
+    existed: bool  # the account was there before: the inviter sees only id, e-mail, status
+    pending: bool  # the role waits for the user to accept it (a pending grant)
 
-    `grant` adds the role to the user (and raises a 409 when it cannot).
+
+def describe_role(role: GrantedRole, location: Location | None) -> str:
+    return "a super" if location is None else f"{role.value} of {location.name}"
+
+
+def refuse_held_role(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> None:
+    """409 when `user` already holds `role` there, or a role that includes it."""
+    if role == GrantedRole.SUPER:
+        if user.is_super and user.status == "active":
+            abort(409, "This user is already a super.")
+        return
+    held = db.session.get(Membership, (user.id, location_id))
+    if held is None:
+        return
+    if held.role == Role.OWNER and role == GrantedRole.ADMIN:
+        abort(409, "This user is an owner here, which includes everything an admin may do.")
+    if held.role.value == role.value and user.status == "active":
+        abort(409, f"This user is already an {role.value} here.")
+
+
+def give_role(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> None:
+    """Add the role; a role held there already that includes it stays (owner supersedes
+    admin), and an admin offered ownership becomes the owner."""
+    if role == GrantedRole.SUPER:
+        user.is_super = True
+        return
+    held = db.session.get(Membership, (user.id, location_id))
+    if held is None:
+        db.session.add(Membership(user_id=user.id, location_id=location_id, role=Role(role)))
+    elif role == GrantedRole.OWNER:
+        held.role = Role.OWNER
+
+
+def invite(
+    email: str, name: str | None, role: GrantedRole, location: Location | None = None
+) -> Invitation:
+    """Offer `role` (at `location`; none for a super) to `email`.
+
+    An unknown address becomes an invited user who holds the role at once and gets an
+    invitation mail. An active account is never pulled in without consent (API.md 9): it
+    gets a pending grant and a mail with the link that accepts it. A still-invited account
+    keeps the invitation flow (the role at once, a fresh invitation): it cannot sign in to
+    accept a grant, registering through the invitation is its consent, and the role gives
+    nothing until then. Either way an account that existed keeps its name, and the inviter
+    is shown no more of it than of an active one.
     """
     user = find_user_by_email(email)
+    existed = user is not None
     if user is None:
         user = User(email=email, name=name)
         db.session.add(user)
         db.session.flush()
-    grant(user)
-    if user.status == "invited":
-        token = issue_token(user, TokenPurpose.INVITATION, email=user.email)
-        queue_mail(user.email, "invitation", user=user, role=role_text, token=token)
+    location_id = location.id if location is not None else None
+    refuse_held_role(user, role, location_id)
+    text = describe_role(role, location)
+    pending = user.status == "active"
+    if pending:
+        token = issue_grant(user, role, location_id)
+        queue_mail(user.email, "role_offer", user=user, role=text, token=token)
     else:
-        queue_mail(user.email, "role_granted", user=user, role=role_text)
+        give_role(user, role, location_id)
+        token = issue_token(user, TokenPurpose.INVITATION, email=user.email)
+        queue_mail(user.email, "invitation", user=user, role=text, token=token)
     db.session.commit()
-    return user
+    return Invitation(user, existed, pending)
 
 
 def drop_invitation_if_roleless(user: User) -> None:
@@ -58,7 +112,8 @@ def sign_in(user: User, *, remember: bool = False) -> None:
     session.clear()
     login_user(user)
     session.permanent = remember
-    session[TOUCHED_KEY] = int(time.time())
+    # The sign-in time ends the session SESSION_MAX_LIFETIME later, however active.
+    session[TOUCHED_KEY] = session[SIGNED_IN_KEY] = int(time.time())
     current_app.session_interface.regenerate(session)
     current_app.session_interface.save_now(session)
 

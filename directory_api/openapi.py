@@ -131,7 +131,7 @@ def text_constraints(self: Any, field: fields.Field, **kwargs: Any) -> dict[str,
 def spec(
     *,
     body: type[Schema] | None = None,
-    response: type[Schema] | None = None,
+    response: type[Schema] | tuple[type[Schema], ...] | None = None,
     status: int = 200,
     query: type[Schema] | None = None,
     paged: bool = False,
@@ -145,8 +145,9 @@ def spec(
 ) -> Callable[[Callable], Callable]:
     """Describe a view for the OpenAPI document.
 
-    `response` with `status` is the success answer (`paged` wraps it in a page); `responses`
-    adds more (status → schema or None). `conflicts`: may answer 409; `rate_limited`: 429;
+    `response` with `status` is the success answer (`paged` wraps it in a page; a tuple of
+    schemas: the answer takes one of their shapes); `responses` adds more (status → schema
+    or None). `conflicts`: may answer 409; `rate_limited`: 429;
     `not_found`: 404 beyond what its path parameters imply (a target named in the body);
     `failures`: other problem answers (status → description); `sortable`: the names a
     list's `sort` parameter takes; `path`: JSON Schema constraints a path parameter has
@@ -285,6 +286,8 @@ def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
             op["responses"][str(status)] = {"description": "Success."}
             continue
         shown = page_schema(schema) if info["paged"] and status == info["status"] else schema
+        if isinstance(shown, tuple):
+            shown = {"anyOf": list(shown)}
         op["responses"][str(status)] = {
             "description": "Success.",
             "content": {"application/json": {"schema": shown}},

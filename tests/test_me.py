@@ -1,14 +1,15 @@
 """/me: registration, password reset, password and e-mail changes, personal details."""
 
+import hashlib
 from datetime import timedelta
 
 import pytest
 
 from directory_api.extensions import db
-from directory_api.models import Token, TokenPurpose, User, utcnow
+from directory_api.models import Membership, Role, RoleGrant, Token, TokenPurpose, User, utcnow
 
 from .conftest import link_in, queued_mail, send_outbox, signed_in
-from .factories import PASSWORD, make_location, make_user
+from .factories import PASSWORD, grant, make_location, make_user
 
 NEW_PASSWORD = "a brand new passphrase"
 
@@ -450,3 +451,175 @@ def test_a_password_change_voids_a_pending_email_change(app):
     assert changed.status_code == 204
     assert app.test_client().post(f"/me/email-update/{token}").status_code == 404
     assert User.query.filter_by(email="ann@example.com").count() == 1
+
+
+# One address, however it is spelled (NFKC, case-folded; API.md 9)
+
+SPELLINGS = [
+    "ann@example.com",
+    "ａnn@example.com",  # fullwidth a
+    "ANN@EXAMPLE.COM",
+    "Ann@Example.com",
+    "ＡＮＮ@ｅｘａｍｐｌｅ.ｃｏｍ",
+    "  ann@example.com  ",
+]
+
+
+def test_reset_spellings_of_one_address_share_its_allowance(client, app):
+    make_user("ann@example.com")
+    statuses = [
+        client.post(
+            "/me/password-reset",
+            json={"email": spelling},
+            environ_base={"REMOTE_ADDR": f"10.0.1.{number}"},
+        ).status_code
+        for number, spelling in enumerate(SPELLINGS)
+    ]
+    assert statuses == [202] * 5 + [429]
+    mails = [m for m in queued_mail() if "/password-reset/" in m.body]
+    assert len(mails) == 5
+    assert all(m.recipients == ["ann@example.com"] for m in mails)
+
+
+def test_an_address_invited_in_fullwidth_capitals_is_one_account(super_client, app):
+    first = super_client.post("/supers/", json={"email": "ＡＮＮ@example.com"})
+    assert first.status_code == 201
+    assert first.get_json()["email"] == "ann@example.com"
+    again = super_client.post("/supers/", json={"email": "ann@EXAMPLE.com"})
+    assert again.status_code == 201  # a fresh invitation for the same account
+    assert again.get_json()["id"] == first.get_json()["id"]
+    assert User.query.filter(User.email.like("%nn@%")).count() == 1
+
+
+def test_an_existing_account_is_taken_in_every_spelling(super_client, app):
+    make_user("ann@example.com", is_super=True)
+    make_user("bob@example.com")
+    for spelling in SPELLINGS[1:]:
+        assert super_client.post("/supers/", json={"email": spelling}).status_code == 409
+    bob = signed_in(app, "bob@example.com")
+    taken = bob.post("/me/email-update", json={"email": "ａＮＮ@example.com", "password": PASSWORD})
+    assert taken.status_code == 409
+    # And it signs in with any spelling.
+    assert signed_in(app, "ＡＮＮ@Example.com").get("/me/").get_json()["email"] == "ann@example.com"
+
+
+# Role offers: an existing account gains a role only by accepting it (API.md 9)
+
+
+def offer_admin_role(super_client, email="ann@example.com") -> str:
+    """A super offers harbour's admin role to the active account `email`; returns the token."""
+    response = super_client.post("/locations/harbour/admins/", json={"email": email})
+    assert response.status_code == 201
+    return link_in(queued_mail(email)[-1].body, "/roles/accept/")
+
+
+def accept_role(client, token):
+    return client.post(f"/me/roles/accept/{token}")
+
+
+def harbour_roles(email="ann@example.com") -> list[Role]:
+    db.session.rollback()
+    user = User.query.filter_by(email=email).one()
+    return [m.role for m in Membership.query.filter_by(user_id=user.id)]
+
+
+def test_a_role_offer_accepted_through_real_smtp(mail_app, mailbox):
+    make_user("super@example.com", is_super=True)
+    make_user("ann@example.com", name="Ann")
+    make_location("harbour", name="Harbour")
+    offer_admin_role(signed_in(mail_app, "super@example.com"))
+    send_outbox(mail_app)
+    [message] = mailbox.to("ann@example.com")
+    assert message["Subject"] == "You are offered a new role in the Directory"
+    text = message.get_content()
+    assert "admin of Harbour" in text
+    token = link_in(text, "http://localhost:3000/roles/accept/")
+
+    ann = signed_in(mail_app, "ann@example.com")
+    response = accept_role(ann, token)
+    assert response.status_code == 200
+    assert response.get_json() == ann.get("/me/").get_json()
+    assert response.get_json()["roles"] == [{"location": "harbour", "role": "admin"}]
+
+
+def test_an_offer_is_only_for_its_user_and_works_once(super_client, app):
+    make_location("harbour")
+    make_user("ann@example.com")
+    make_user("bob@example.com")
+    token = offer_admin_role(super_client)
+
+    anonymous = accept_role(app.test_client(), token)
+    assert anonymous.status_code == 401
+    assert anonymous.mimetype == "application/problem+json"
+    bob = signed_in(app, "bob@example.com")
+    for stranger in (bob, super_client):  # a super included: it is not theirs to accept
+        refused = accept_role(stranger, token)
+        assert refused.status_code == 404
+        assert refused.mimetype == "application/problem+json"
+        assert "ann@example.com" not in refused.get_data(as_text=True)
+    assert bob.get("/me/").get_json()["roles"] == []
+    assert harbour_roles() == []
+
+    ann = signed_in(app, "ann@example.com")
+    assert accept_role(ann, token).status_code == 200  # still usable by the right user
+    assert harbour_roles() == [Role.ADMIN]
+    again = accept_role(ann, token)
+    assert again.status_code == 404
+    assert again.mimetype == "application/problem+json"
+
+
+@pytest.mark.parametrize("mangle", [flip_last, lambda t: "x" * 43, lambda t: "x" * 300])
+def test_a_tampered_offer_token_is_404(super_client, app, mangle):
+    make_location("harbour")
+    make_user("ann@example.com")
+    token = offer_admin_role(super_client)
+    ann = signed_in(app, "ann@example.com")
+    assert accept_role(ann, mangle(token)).status_code == 404
+    assert harbour_roles() == []
+    assert accept_role(ann, token).status_code == 200
+
+
+def test_an_expired_offer_is_404(super_client, app):
+    make_location("harbour")
+    make_user("ann@example.com")
+    token = offer_admin_role(super_client)
+    db.session.query(RoleGrant).update({"expires_at": utcnow() - timedelta(seconds=1)})
+    db.session.commit()
+    response = accept_role(signed_in(app, "ann@example.com"), token)
+    assert response.status_code == 404
+    assert harbour_roles() == []
+
+
+def test_an_offer_keeps_only_a_hash_for_seven_days(super_client, app):
+    make_location("harbour")
+    make_user("ann@example.com")
+    token = offer_admin_role(super_client)
+    db.session.rollback()
+    offer = RoleGrant.query.one()
+    assert token not in repr(offer.__dict__)
+    assert offer.token_hash == hashlib.sha256(token.encode()).hexdigest()
+    lifetime = offer.expires_at - offer.created_at
+    assert timedelta(days=7) - timedelta(minutes=1) < lifetime <= timedelta(days=7)
+
+
+def test_accepting_a_role_already_held_or_bettered_changes_nothing(super_client, app):
+    harbour = make_location("harbour")
+    ann = make_user("ann@example.com")
+    token = offer_admin_role(super_client)
+    grant(ann, harbour, Role.OWNER)  # made an owner meanwhile: owner supersedes admin
+    response = accept_role(signed_in(app, "ann@example.com"), token)
+    assert response.status_code == 200
+    assert response.get_json()["roles"] == [{"location": "harbour", "role": "owner"}]
+    assert harbour_roles() == [Role.OWNER]
+
+
+def test_the_accept_endpoint_shares_the_token_allowance(app_factory):
+    app = app_factory(RATELIMIT_TOKENS_PER_IP="2/hour")
+    with app.app_context():
+        make_user("ann@example.com")
+    ann = signed_in(app, "ann@example.com")
+    first = app.test_client().post("/me/password-reset/nope", json={"password": NEW_PASSWORD})
+    second = accept_role(ann, "nope")
+    third = accept_role(ann, "nope")
+    assert [first.status_code, second.status_code, third.status_code] == [404, 404, 429]
+    assert "Retry-After" in third.headers

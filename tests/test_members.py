@@ -9,13 +9,13 @@ from directory_api.extensions import db
 from directory_api.models import Membership, Role, User
 
 from .conftest import link_in, queued_mail, send_outbox, signed_in
-from .factories import grant, make_location, make_user
+from .factories import grant, make_location, make_user, make_vote
 
 PROBLEM = "application/problem+json"
 FRONTEND = "http://localhost:3000"
 NEW_PASSWORD = "a long passphrase"
 INVITATION_SUBJECT = "You are invited to the Directory"
-NOTICE_SUBJECT = "You have a new role in the Directory"
+OFFER_SUBJECT = "You are offered a new role in the Directory"
 ROLES = ["owner", "admin"]
 
 # Every endpoint, with a request that succeeds for an allowed caller; "{id}" is a member.
@@ -293,38 +293,70 @@ def test_invitation_mail_links_to_register_with_the_user_id(app, scene, role):
     assert "token" not in response.get_data(as_text=True).lower()
 
 
-@pytest.mark.parametrize("role", ROLES)
-def test_invite_existing_active_user_adds_the_role_with_a_notice(app, scene, role):
-    ann = make_user("ann@example.com", name="Ann")
-    response = client_for(app, scene, "super").post(
-        f"/locations/harbour/{role}s/", json={"email": "ANN@example.com"}
+@pytest.mark.parametrize(("role", "caller"), ALLOWED)
+def test_invite_existing_active_user_offers_the_role_until_they_accept(app, scene, role, caller):
+    ann = make_user("ann@example.com", name="Ann", phone="+44 1")
+    grant(ann, scene.bay, Role.ADMIN)
+    hidden = make_vote(scene.harbour)  # inactive: only those with access see it
+    ann_client = signed_in(app, "ann@example.com")
+    inviter = client_for(app, scene, caller)
+    response = inviter.post(
+        f"/locations/harbour/{role}s/", json={"email": "ANN@example.com", "name": "Not Ann"}
     )
     assert response.status_code == 201
-    body = response.get_json()
-    assert body["id"] == str(ann.id)
-    assert body["status"] == "active"
-    assert body["roles"] == [{"location": "harbour", "role": role}]
-    assert role_at(ann.id, scene.harbour) == role
-    assert User.query.filter_by(email="ann@example.com").count() == 1
+    # Only what the inviter knew, and the account's status: no name, phone, roles, login.
+    assert response.get_json() == {
+        "id": str(ann.id),
+        "email": "ann@example.com",
+        "status": "active",
+    }
+    assert "Location" not in response.headers  # nothing to point at until accepted
+    # A pending grant is not a role: not held, not listed, no access.
+    assert role_at(ann.id, scene.harbour) is None
+    assert user_by_email("ann@example.com").name == "Ann"
+    listed = inviter.get(f"/locations/harbour/{role}s/").get_json()["items"]
+    assert "ann@example.com" not in [u["email"] for u in listed]
+    assert inviter.get(f"/locations/harbour/{role}s/id/{ann.id}").status_code == 404
+    assert ann_client.get("/me/").get_json()["roles"] == [{"location": "bay", "role": "admin"}]
+    assert ann_client.get(f"/locations/harbour/votes/id/{hidden.id}").status_code == 404
     [mail] = queued_mail("ann@example.com")
-    assert mail.subject == NOTICE_SUBJECT
+    assert mail.subject == OFFER_SUBJECT
     assert f"{role} of Harbour" in mail.body
     assert "/register/" not in mail.body
-    assert "token" not in mail.body
+    token = link_in(mail.body, f"{FRONTEND}/roles/accept/")
+    assert len(token) >= 22 and token not in response.get_data(as_text=True)
+
+    accepted = ann_client.post(f"/me/roles/accept/{token}")
+    assert accepted.status_code == 200
+    assert accepted.get_json() == ann_client.get("/me/").get_json()
+    assert accepted.get_json()["roles"] == [
+        {"location": "bay", "role": "admin"},
+        {"location": "harbour", "role": role},
+    ]
+    assert role_at(ann.id, scene.harbour) == role
+    assert ann_client.get(f"/locations/harbour/votes/id/{hidden.id}").status_code == 200
+    listed = inviter.get(f"/locations/harbour/{role}s/").get_json()["items"]
+    assert "ann@example.com" in [u["email"] for u in listed]
+    assert User.query.filter_by(email="ann@example.com").count() == 1
 
 
-def test_invite_existing_admin_as_owner_promotes_them(app, scene):
+def test_invite_existing_admin_as_owner_promotes_them_once_they_accept(app, scene):
     admin = scene.users["admin_here"]
-    response = client_for(app, scene, "super").post(
-        "/locations/harbour/owners/", json={"email": "admin@example.com"}
-    )
+    client = client_for(app, scene, "super")
+    response = client.post("/locations/harbour/owners/", json={"email": "admin@example.com"})
     assert response.status_code == 201
-    assert response.get_json()["roles"] == [{"location": "harbour", "role": "owner"}]
+    assert set(response.get_json()) == {"id", "email", "status"}
+    assert role_at(admin.id, scene.harbour) == "admin"  # still only an admin
+    assert client.get(f"/locations/harbour/owners/id/{admin.id}").status_code == 404
+    [mail] = queued_mail("admin@example.com")
+    assert mail.subject == OFFER_SUBJECT
+    token = link_in(mail.body, "/roles/accept/")
+    accepted = client_for(app, scene, "admin_here").post(f"/me/roles/accept/{token}")
+    assert accepted.status_code == 200
+    assert accepted.get_json()["roles"] == [{"location": "harbour", "role": "owner"}]
     assert Membership.query.filter_by(user_id=admin.id).count() == 1
     assert role_at(admin.id, scene.harbour) == "owner"
-    assert [m.subject for m in queued_mail("admin@example.com")] == [NOTICE_SUBJECT]
     # No longer listed as an admin, now listed as an owner.
-    client = client_for(app, scene, "super")
     assert client.get(f"/locations/harbour/admins/id/{admin.id}").status_code == 404
     assert client.get(f"/locations/harbour/owners/id/{admin.id}").status_code == 200
 
@@ -354,14 +386,74 @@ def test_invite_active_user_who_already_holds_the_role_is_409(app, scene, role):
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_invite_member_of_another_location_adds_a_second_role(app, scene, role):
+def test_invite_member_of_another_location_adds_a_second_role_once_accepted(app, scene, role):
     holder = member("holder@example.com", scene.bay, role)
     response = client_for(app, scene, "super").post(
         f"/locations/harbour/{role}s/", json={"email": "holder@example.com"}
     )
     assert response.status_code == 201
-    assert response.get_json()["roles"] == [{"location": "harbour", "role": role}]
+    assert "bay" not in response.get_data(as_text=True)
+    assert (role_at(holder.id, scene.bay), role_at(holder.id, scene.harbour)) == (role, None)
+    token = link_in(queued_mail("holder@example.com")[0].body, "/roles/accept/")
+    accepted = signed_in(app, "holder@example.com").post(f"/me/roles/accept/{token}")
+    assert accepted.status_code == 200
     assert (role_at(holder.id, scene.bay), role_at(holder.id, scene.harbour)) == (role, role)
+
+
+def test_reinviting_an_active_user_replaces_the_offer(app, scene):
+    make_user("ann@example.com")
+    owner = client_for(app, scene, "owner_here")
+    for _ in range(2):
+        response = owner.post("/locations/harbour/admins/", json={"email": "ann@example.com"})
+        assert response.status_code == 201
+    first, second = (
+        link_in(mail.body, "/roles/accept/") for mail in queued_mail("ann@example.com")
+    )
+    ann = signed_in(app, "ann@example.com")
+    assert ann.post(f"/me/roles/accept/{first}").status_code == 404
+    assert ann.post(f"/me/roles/accept/{second}").status_code == 200
+    assert ann.get("/me/").get_json()["roles"] == [{"location": "harbour", "role": "admin"}]
+
+
+def test_offers_for_other_places_wait_side_by_side(app, scene):
+    ann = make_user("ann@example.com")
+    boss = client_for(app, scene, "super")
+    assert (
+        boss.post("/locations/harbour/admins/", json={"email": "ann@example.com"}).status_code
+        == 201
+    )
+    assert boss.post("/locations/bay/owners/", json={"email": "ann@example.com"}).status_code == 201
+    tokens = [link_in(mail.body, "/roles/accept/") for mail in queued_mail("ann@example.com")]
+    ann_client = signed_in(app, "ann@example.com")
+    assert [ann_client.post(f"/me/roles/accept/{t}").status_code for t in tokens] == [200, 200]
+    assert (role_at(ann.id, scene.harbour), role_at(ann.id, scene.bay)) == ("admin", "owner")
+
+
+def test_an_invited_account_keeps_the_invitation_flow_and_its_details(app, scene):
+    """Not registered yet, it cannot sign in to accept an offer: registering through the
+    invitation is its consent. Another inviter still learns nothing about it."""
+    boss = client_for(app, scene, "super")
+    first = boss.post("/locations/bay/owners/", json={"email": "new@example.com", "name": "Nia"})
+    assert first.status_code == 201
+    response = client_for(app, scene, "owner_here").post(
+        "/locations/harbour/admins/", json={"email": "new@example.com", "name": "Other"}
+    )
+    assert response.status_code == 201
+    user_id = first.get_json()["id"]
+    assert response.get_json() == {"id": user_id, "email": "new@example.com", "status": "invited"}
+    assert response.headers["Location"] == f"/locations/harbour/admins/id/{user_id}"
+    assert user_by_email("new@example.com").name == "Nia"
+    assert role_at(uuid.UUID(user_id), scene.harbour) == "admin"
+    assert [m.subject for m in queued_mail("new@example.com")] == [INVITATION_SUBJECT] * 2
+    _, token = invitation_link("new@example.com")
+    registered = app.test_client().post(
+        f"/me/register/{user_id}", json={"token": token, "password": NEW_PASSWORD}
+    )
+    assert registered.status_code == 200
+    assert registered.get_json()["roles"] == [
+        {"location": "bay", "role": "owner"},
+        {"location": "harbour", "role": "admin"},
+    ]
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -446,6 +538,51 @@ def test_update_validation_is_422_naming_the_field(app, scene, role, body, field
         assert hint in " ".join(messages)
     user = user_by_email("target@example.com")
     assert (user.name, user.phone, user.email) == ("Target", None, "target@example.com")
+
+
+def rename_admin(client, target: User):
+    return client.put(f"/locations/harbour/admins/id/{target.id}", json={"name": "Renamed"})
+
+
+@pytest.mark.parametrize("role_elsewhere", ROLES)
+def test_an_owner_may_not_edit_an_admin_who_has_a_role_elsewhere(app, scene, role_elsewhere):
+    target = member("target@example.com", scene.harbour, "admin", name="Target")
+    grant(target, scene.bay, Role(role_elsewhere))
+    response = rename_admin(client_for(app, scene, "owner_here"), target)
+    assert response.status_code == 403
+    assert response.mimetype == PROBLEM
+    assert user_by_email("target@example.com").name == "Target"
+
+
+def test_an_owner_may_not_edit_a_super(app, scene):
+    target = member("target@example.com", scene.harbour, "admin", name="Target", is_super=True)
+    response = rename_admin(client_for(app, scene, "owner_here"), target)
+    assert response.status_code == 403
+    assert response.mimetype == PROBLEM
+    assert user_by_email("target@example.com").name == "Target"
+
+
+def test_an_owner_may_edit_an_admin_whose_every_role_is_at_their_locations(app, scene):
+    cove = make_location("cove")
+    grant(scene.users["owner_here"], cove, Role.OWNER)
+    target = member("target@example.com", scene.harbour, "admin", name="Target")
+    grant(target, cove, Role.ADMIN)
+    response = rename_admin(client_for(app, scene, "owner_here"), target)
+    assert response.status_code == 200
+    assert user_by_email("target@example.com").name == "Renamed"
+
+
+@pytest.mark.parametrize("who", ["admin_elsewhere", "owner_elsewhere", "super"])
+def test_a_super_may_edit_anyone(app, scene, who):
+    target = member("target@example.com", scene.harbour, "admin", name="Target")
+    if who == "super":
+        target.is_super = True
+        db.session.commit()
+    else:
+        grant(target, scene.bay, Role(who.removesuffix("_elsewhere")))
+    response = rename_admin(client_for(app, scene, "super"), target)
+    assert response.status_code == 200
+    assert response.get_json()["name"] == "Renamed"
 
 
 # --- removal --------------------------------------------------------------------------------

@@ -241,3 +241,24 @@ def test_views_can_document_sort_fields_and_path_constraints(app_factory):
     assert term["schema"] == {"type": "string", "minLength": 2}
     (sort,) = [p for p in op["get"]["parameters"] if p["name"] == "sort"]
     assert conforms(sort["schema"], "-name,name") and not conforms(sort["schema"], "slug")
+
+
+@pytest.mark.parametrize(
+    "path", ["/supers/", "/locations/{slug}/owners/", "/locations/{slug}/admins/"]
+)
+def test_invitations_document_both_answer_shapes(document, path):
+    """A new user in full; an account that existed only as id, e-mail and status (API.md 9)."""
+    schemas = document["components"]["schemas"]
+    answer = document["paths"][path]["post"]["responses"]["201"]["content"]["application/json"]
+    refs = [shape["$ref"].rsplit("/", 1)[-1] for shape in answer["schema"]["anyOf"]]
+    assert refs == ["UserOut", "ExistingUserOut"]
+    existing = schemas["ExistingUserOut"]
+    assert set(existing["properties"]) == set(existing["required"]) == {"id", "email", "status"}
+    short = {"id": "6f1c3a52-1d1e-4b8e-9d43-3b1f0a4b2c10", "email": "a@b.org", "status": "active"}
+    assert conforms(existing, short) and not conforms(existing, {**short, "name": "Ann"})
+
+
+def test_accepting_a_role_offer_is_documented(document):
+    op = document["paths"]["/me/roles/accept/{token}"]["post"]
+    assert op["x-required-role"] == "login"
+    assert {"200", "401", "404", "429"} <= set(op["responses"])

@@ -20,6 +20,9 @@ Reading API.md (section 2 "Roles", then each endpoint's section), where it neede
   token is the credential. Each case gets a real token the way a user does, from the mail
   queued by the invitation / reset / e-mail change, so every identity gets the success.
 - GET /health/ready is not in API.md; it is public, like /health.
+- POST /me/roles/accept/:token (API.md 9) needs a sign-in, and the token is the offer to
+  one user: "nobody" (an active account with no role) is offered harbour's admin role by a
+  super and accepts it (200); every other signed-in user, a super included, gets 404.
 """
 
 from collections.abc import Iterator
@@ -219,6 +222,11 @@ TABLE: Rows = {
     ("/me/email-update/<token>", "POST"): Case(
         "/me/email-update/{email_token}", everyone(200), needs=("email_change",)
     ),
+    ("/me/roles/accept/<token>", "POST"): Case(
+        "/me/roles/accept/{offer_token}",
+        {**visible_to(200, ("nobody",)), "anonymous": 401},
+        needs=("offer",),
+    ),
     # Reference lists
     **reference_rows("regions", "north", {"name": "South"}),
     ("/regions/slug/<slug:item_slug>", "PUT"): Case(
@@ -395,6 +403,15 @@ def email_change_token(app: Flask) -> str:
     return link_in(queued_mail(new_address)[0].body, "/email-update/")
 
 
+def role_offer_token(app: Flask) -> str:
+    """Harbour's admin role offered by a super to "nobody", an active account."""
+    response = signed_in(app, EMAILS["super"]).post(
+        "/locations/harbour/admins/", json={"email": EMAILS["nobody"]}
+    )
+    assert response.status_code == 201, response.get_json()
+    return link_in(queued_mail(EMAILS["nobody"])[-1].body, "/roles/accept/")
+
+
 def build_world(app: Flask, needs: tuple[str, ...]) -> dict[str, str]:
     """Harbour and hill, one user per identity, and what `needs` names; returns the ids and
     tokens the request's path and body refer to."""
@@ -436,6 +453,8 @@ def build_world(app: Flask, needs: tuple[str, ...]) -> dict[str, str]:
         values["reset_token"] = reset_token(app)
     if "email_change" in needs:
         values["email_token"] = email_change_token(app)
+    if "offer" in needs:
+        values["offer_token"] = role_offer_token(app)
     return values
 
 

@@ -14,7 +14,7 @@ PROBLEM = "application/problem+json"
 FRONTEND = "http://localhost:3000"
 NEW_PASSWORD = "a long passphrase"
 INVITATION_SUBJECT = "You are invited to the Directory"
-NOTICE_SUBJECT = "You have a new role in the Directory"
+OFFER_SUBJECT = "You are offered a new role in the Directory"
 
 
 def user_by_email(email: str) -> User | None:
@@ -187,28 +187,76 @@ def test_invite_response_holds_no_token_or_hash(super_client, app):
         assert word not in text.lower()
 
 
-def test_invite_existing_active_user_makes_them_super_with_a_notice(super_client, app):
-    ann = make_user("ann@example.com", name="Ann")
-    response = super_client.post("/supers/", json={"email": "ANN@example.com"})
+def test_invite_existing_active_user_offers_super_rights_until_accepted(super_client, app):
+    ann = make_user("ann@example.com", name="Ann", phone="+44 1")
+    grant(ann, make_location("harbour"), Role.ADMIN)
+    response = super_client.post("/supers/", json={"email": "ANN@example.com", "name": "X"})
     assert response.status_code == 201
-    body = response.get_json()
-    assert body["id"] == str(ann.id)
-    assert (body["isSuper"], body["status"]) == (True, "active")
+    assert response.get_json() == {
+        "id": str(ann.id),
+        "email": "ann@example.com",
+        "status": "active",
+    }
+    assert "Location" not in response.headers
     assert User.query.filter_by(email="ann@example.com").count() == 1
-    assert user_by_email("ann@example.com").is_super is True
+    user = user_by_email("ann@example.com")
+    assert (user.is_super, user.name) == (False, "Ann")
+    listed = super_client.get("/supers/").get_json()["items"]
+    assert [u["email"] for u in listed] == ["super@example.com"]
+    assert super_client.get(f"/supers/id/{ann.id}").status_code == 404
     [mail] = queued_mail("ann@example.com")
-    assert mail.subject == NOTICE_SUBJECT
+    assert mail.subject == OFFER_SUBJECT
     assert "a super" in mail.body
     assert "/register/" not in mail.body
-    assert "token" not in mail.body
+    token = link_in(mail.body, f"{FRONTEND}/roles/accept/")
+    assert token not in response.get_data(as_text=True)
+
+    accepted = signed_in(app, "ann@example.com").post(f"/me/roles/accept/{token}")
+    assert accepted.status_code == 200
+    assert (accepted.get_json()["isSuper"], accepted.get_json()["name"]) == (True, "Ann")
+    assert user_by_email("ann@example.com").is_super is True
+    assert super_client.get(f"/supers/id/{ann.id}").status_code == 200
 
 
-def test_a_new_super_may_use_the_super_endpoints_at_once(super_client, app):
+def test_a_new_super_may_use_the_super_endpoints_once_they_accept(super_client, app):
     make_user("ann@example.com")
     ann_client = signed_in(app, "ann@example.com")
     assert ann_client.get("/supers/").status_code == 403
     super_client.post("/supers/", json={"email": "ann@example.com"})
-    assert ann_client.get("/supers/").status_code == 200
+    assert ann_client.get("/supers/").status_code == 403  # an offer grants nothing
+    token = link_in(queued_mail("ann@example.com")[0].body, "/roles/accept/")
+    accepted = signed_in(app, "ann@example.com").post(f"/me/roles/accept/{token}")
+    assert accepted.status_code == 200
+    assert ann_client.get("/supers/").status_code == 200  # the other session, at once
+
+
+def test_super_rights_offered_to_an_active_user_are_theirs_to_accept(super_client, app):
+    make_user("ann@example.com")
+    make_user("bob@example.com", is_super=True)
+    super_client.post("/supers/", json={"email": "ann@example.com"})
+    token = link_in(queued_mail("ann@example.com")[0].body, "/roles/accept/")
+    stolen = signed_in(app, "bob@example.com").post(f"/me/roles/accept/{token}")
+    assert stolen.status_code == 404
+    assert stolen.mimetype == PROBLEM
+    assert user_by_email("ann@example.com").is_super is False
+    assert signed_in(app, "ann@example.com").post(f"/me/roles/accept/{token}").status_code == 200
+    assert user_by_email("ann@example.com").is_super is True
+
+
+def test_an_invited_account_reinvited_as_super_shows_only_id_email_status(super_client, app):
+    make_location("harbour")
+    first = super_client.post(
+        "/locations/harbour/owners/", json={"email": "new@example.com", "name": "Nia"}
+    )
+    response = super_client.post("/supers/", json={"email": "new@example.com", "name": "Other"})
+    assert response.status_code == 201
+    user_id = first.get_json()["id"]
+    assert response.get_json() == {"id": user_id, "email": "new@example.com", "status": "invited"}
+    assert response.headers["Location"] == f"/supers/id/{user_id}"
+    user = user_by_email("new@example.com")
+    assert (user.is_super, user.name) == (True, "Nia")
+    same_id, _ = invitation_link("new@example.com")
+    assert same_id == user_id
 
 
 def test_invite_existing_active_super_is_409(super_client, app, other_super):

@@ -1,4 +1,4 @@
-"""/me: the signed-in user's account, registration, password reset and e-mail change."""
+"""/me: the signed-in user's account, registration, password reset, e-mail change, role offers."""
 
 import uuid
 
@@ -6,7 +6,7 @@ from flask import Blueprint, session
 from flask_login import current_user
 
 from ..access import login_required
-from ..accounts import find_user_by_email, record_login, set_password, sign_in
+from ..accounts import find_user_by_email, give_role, record_login, set_password, sign_in
 from ..bodies import load_body
 from ..errors import abort, invalid
 from ..extensions import db
@@ -26,7 +26,7 @@ from ..schemas.users import (
     UserUpdate,
 )
 from ..security import verify_password
-from ..tokens import issue_token, redeem_token, void_tokens
+from ..tokens import issue_token, redeem_grant, redeem_token, void_tokens
 from .common import apply_changes, get_or_404, no_content
 
 bp = Blueprint("me", __name__, url_prefix="/me")
@@ -180,5 +180,20 @@ def confirm_email_update(token: str):
     old_email, user.email = user.email, found.email
     void_tokens(user, TokenPurpose.PASSWORD_RESET)
     queue_mail(old_email, "email_changed", user=user, new_email=user.email)
+    db.session.commit()
+    return user_out.dump(user)
+
+
+@bp.post("/roles/accept/<token>")
+@login_required
+@token_endpoints
+@spec(response=UserOut, rate_limited=True)
+def accept_role(token: str):
+    """Accept a role offered to you by mail: you hold it from now on."""
+    user = signed_in_user()
+    grant = redeem_grant(token, user)
+    if grant is None:  # another user's token as well: it stays usable by its own user
+        abort(404, "This role offer is invalid, used, expired or not yours.")
+    give_role(user, grant.role, grant.location_id)
     db.session.commit()
     return user_out.dump(user)

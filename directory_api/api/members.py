@@ -8,21 +8,34 @@ import uuid
 from collections.abc import Callable
 
 from flask import Blueprint, Response, url_for
+from flask.typing import ResponseReturnValue
 from sqlalchemy import Select, select
 from sqlalchemy.orm import selectinload
 
-from ..access import require_location_role
-from ..accounts import drop_invitation_if_roleless, invite
+from ..access import check_may_edit_details, require_location_role
+from ..accounts import Invitation, drop_invitation_if_roleless, invite
 from ..bodies import load_body
 from ..errors import abort
 from ..extensions import db
-from ..models import Location, Membership, Role, User
+from ..models import GrantedRole, Location, Membership, Role, User
 from ..openapi import spec
 from ..pagination import ListArgs, page_response, parse_list_args, sort_fields
-from ..schemas.users import InviteIn, UserOut, UserUpdate
+from ..schemas.users import ExistingUserOut, InviteIn, UserOut, UserUpdate
 from .common import apply_changes, created, no_content
 
 SORTABLE = sort_fields(User, "email")
+existing_user_out = ExistingUserOut()
+
+
+def invitation_answer(invitation: Invitation, out: UserOut, location: str) -> ResponseReturnValue:
+    """201. A user the invitation created is shown in full; an account that existed shows
+    only its id, e-mail and status (API.md 9). A role waiting for consent has no address
+    yet, so that answer names none."""
+    user = invitation.user
+    body = existing_user_out.dump(user) if invitation.existed else out.dump(user)
+    if invitation.pending:
+        return body, 201
+    return created(body, location)
 
 
 def user_page(stmt: Select, out: UserOut) -> Response:
@@ -55,20 +68,6 @@ def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
             abort(404, f"No such {noun} at this location.")
         return user
 
-    def grant(location: Location) -> Callable[[User], None]:
-        def add_role(user: User) -> None:
-            membership = db.session.get(Membership, (user.id, location.id))
-            if membership is None:
-                db.session.add(Membership(user_id=user.id, location_id=location.id, role=role))
-            elif membership.role == Role.OWNER and role == Role.ADMIN:
-                abort(409, "This user is an owner here, which includes everything an admin may do.")
-            elif membership.role == role and user.status == "active":
-                abort(409, f"This user is already an {noun} here.")
-            else:
-                membership.role = role  # an admin promoted to owner, or an invitation resent
-
-        return add_role
-
     @bp.get("/")
     @managed_by
     @spec(response=UserOut, query=ListArgs, paged=True, sortable=SORTABLE)
@@ -85,15 +84,13 @@ def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
 
     @bp.post("/")
     @managed_by
-    @spec(body=InviteIn, response=UserOut, status=201, conflicts=True)
+    @spec(body=InviteIn, response=(UserOut, ExistingUserOut), status=201, conflicts=True)
     def invite_member(location: Location):
-        """Give the role to an address: a new user is invited, an existing one notified."""
+        """Offer the role to an address: a new user is invited, an existing one asked to accept."""
         data = load_body(InviteIn())
-        user = invite(
-            data["email"], data.get("name"), f"{noun} of {location.name}", grant(location)
-        )
-        body = UserOut(location=location).dump(user)
-        return created(body, url_for(".get_member", slug=location.slug, user_id=user.id))
+        invitation = invite(data["email"], data.get("name"), GrantedRole(role), location)
+        url = url_for(".get_member", slug=location.slug, user_id=invitation.user.id)
+        return invitation_answer(invitation, UserOut(location=location), url)
 
     @bp.put("/id/<uuid:user_id>")
     @managed_by
@@ -101,6 +98,7 @@ def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
     def update_member(location: Location, user_id: uuid.UUID):
         """Change a member's name and phone."""
         user = member_or_404(location, user_id)
+        check_may_edit_details(user)
         apply_changes(user, load_body(UserUpdate()))
         db.session.commit()
         return UserOut(location=location).dump(user)

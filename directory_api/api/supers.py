@@ -5,17 +5,17 @@ import uuid
 from flask import Blueprint, url_for
 from sqlalchemy import select
 
-from ..access import require_super
+from ..access import check_may_edit_details, require_super
 from ..accounts import drop_invitation_if_roleless, invite
 from ..bodies import load_body
 from ..errors import abort
 from ..extensions import db
-from ..models import User
+from ..models import GrantedRole, User
 from ..openapi import spec
 from ..pagination import ListArgs
-from ..schemas.users import InviteIn, UserOut, UserUpdate
-from .common import apply_changes, created, get_or_404, no_content
-from .members import SORTABLE, user_page
+from ..schemas.users import ExistingUserOut, InviteIn, UserOut, UserUpdate
+from .common import apply_changes, get_or_404, no_content
+from .members import SORTABLE, invitation_answer, user_page
 
 bp = Blueprint("supers", __name__, url_prefix="/supers")
 
@@ -24,12 +24,6 @@ user_out, users_out = UserOut(), UserOut(many=True)
 
 def super_or_404(user_id: uuid.UUID) -> User:
     return get_or_404(User, User.id == user_id, User.is_super.is_(True), what="super")
-
-
-def make_super(user: User) -> None:
-    if user.is_super and user.status == "active":
-        abort(409, "This user is already a super.")
-    user.is_super = True
 
 
 @bp.get("/")
@@ -50,12 +44,13 @@ def get_super(user_id: uuid.UUID):
 
 @bp.post("/")
 @require_super
-@spec(body=InviteIn, response=UserOut, status=201, conflicts=True)
+@spec(body=InviteIn, response=(UserOut, ExistingUserOut), status=201, conflicts=True)
 def invite_super():
-    """Make an address a super: a new user is invited, an existing one notified."""
+    """Offer super rights to an address: a new user is invited, an existing one asked."""
     data = load_body(InviteIn())
-    user = invite(data["email"], data.get("name"), "a super", make_super)
-    return created(user_out.dump(user), url_for(".get_super", user_id=user.id))
+    invitation = invite(data["email"], data.get("name"), GrantedRole.SUPER)
+    url = url_for(".get_super", user_id=invitation.user.id)
+    return invitation_answer(invitation, user_out, url)
 
 
 @bp.put("/id/<uuid:user_id>")
@@ -64,6 +59,7 @@ def invite_super():
 def update_super(user_id: uuid.UUID):
     """Change a super's name and phone."""
     user = super_or_404(user_id)
+    check_may_edit_details(user)
     apply_changes(user, load_body(UserUpdate()))
     db.session.commit()
     return user_out.dump(user)

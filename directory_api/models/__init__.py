@@ -1,6 +1,7 @@
 """All models, importable from one place (Alembic's autogenerate sees them all here)."""
 
 from .base import utcnow
+from .grant import GrantedRole, RoleGrant
 from .idempotency import IdempotencyRecord
 from .listing import Business, Employer, Listing, ListingCount, ListingSocial
 from .location import Location, Membership, Role
@@ -14,6 +15,7 @@ __all__ = [
     "Business",
     "Category",
     "Employer",
+    "GrantedRole",
     "IdempotencyRecord",
     "Listing",
     "ListingCount",
@@ -24,6 +26,7 @@ __all__ = [
     "OutboxStatus",
     "Region",
     "Role",
+    "RoleGrant",
     "Social",
     "Token",
     "TokenPurpose",

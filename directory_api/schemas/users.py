@@ -6,6 +6,7 @@ from marshmallow import ValidationError, fields, pre_load
 
 from ..models.base import EMAIL_LENGTH
 from .base import BaseSchema, Bool, Email, Phone, Resource, Text, Timestamp
+from .dump import PlannedDump
 from .passwords import Password
 
 
@@ -47,6 +48,15 @@ class UserOut(Resource):
         ]
         memberships.sort(key=lambda m: m.location.slug)
         return [{"location": m.location.slug, "role": m.role.value} for m in memberships]
+
+
+class ExistingUserOut(PlannedDump):
+    """An invited account that existed before: no more than the inviter already knew, and
+    whether it is registered (API.md 9)."""
+
+    id = fields.UUID(required=True)
+    email = fields.String(required=True)
+    status = fields.String(required=True, metadata={"enum": ["invited", "active"]})
 
 
 class LoginIn(BaseSchema):
