@@ -60,18 +60,25 @@ def give_role(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> N
         held.role = Role.OWNER
 
 
+def holds_role(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> bool:
+    if role == GrantedRole.SUPER:
+        return user.is_super
+    held = db.session.get(Membership, (user.id, location_id))
+    return held is not None and held.role.value == role.value
+
+
 def invite(
     email: str, name: str | None, role: GrantedRole, location: Location | None = None
 ) -> Invitation:
     """Offer `role` (at `location`; none for a super) to `email`.
 
     An unknown address becomes an invited user who holds the role at once and gets an
-    invitation mail. An active account is never pulled in without consent (API.md 9): it
-    gets a pending grant and a mail with the link that accepts it. A still-invited account
-    keeps the invitation flow (the role at once, a fresh invitation): it cannot sign in to
-    accept a grant, registering through the invitation is its consent, and the role gives
-    nothing until then. Either way an account that existed keeps its name, and the inviter
-    is shown no more of it than of an active one.
+    invitation mail. An account that exists is never pulled in without consent (API.md 9):
+    it gets a pending grant and a mail with the link that accepts it once signed in (a
+    still-invited account registers through its invitation first). The one exception is a
+    still-invited account invited again to a role it already holds: that resends its
+    invitation (a fresh link). An account that existed keeps its name, and the inviter is
+    shown only its id, e-mail and status.
     """
     user = find_user_by_email(email)
     existed = user is not None
@@ -82,7 +89,8 @@ def invite(
     location_id = location.id if location is not None else None
     refuse_held_role(user, role, location_id)
     text = describe_role(role, location)
-    pending = user.status == "active"
+    renewal = existed and user.status == "invited" and holds_role(user, role, location_id)
+    pending = existed and not renewal
     if pending:
         token = issue_grant(user, role, location_id)
         queue_mail(user.email, "role_offer", user=user, role=text, token=token)

@@ -246,7 +246,9 @@ def deliver_due(limit: int = 500) -> DeliveryReport:
             report.failed += 1
             last_error = f"{type(error).__name__}: {error}"[:2000]
             outcome: dict[str, Any] = {"last_error": last_error}
-            if claim.attempt >= MAX_ATTEMPTS:
+            # A body no key opens waits for its key (OUTBOX_OLD_KEYS) however long it takes:
+            # giving up would lose it, and the attempts say nothing about the SMTP server.
+            if claim.attempt >= MAX_ATTEMPTS and not isinstance(error, UndecryptableBody):
                 outcome["status"] = OutboxStatus.FAILED
             else:
                 outcome["next_attempt_at"] = utcnow() + backoff(claim.attempt)

@@ -201,12 +201,12 @@ def rekey_outbox() -> dict[str, int]:
         if fresh is None:
             unreadable += 1
             continue
-        db.session.execute(
+        # Only if the body is still the one read: a message delivered meanwhile stays empty.
+        done += db.session.execute(
             update(OutboxMessage)
-            .where(OutboxMessage.id == message_id)
+            .where(OutboxMessage.id == message_id, raw == token)
             .values({OutboxMessage.__table__.c.body: type_coerce(fresh, Text)})
             .execution_options(synchronize_session=False)
-        )
-        done += 1
+        ).rowcount
     db.session.commit()
     return {"reencrypted": done, "unreadable": unreadable}

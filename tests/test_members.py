@@ -75,7 +75,10 @@ def user_by_email(email: str) -> User | None:
 
 def invitation_link(address: str) -> tuple[str, str]:
     """The user id and token of the latest invitation queued to `address`."""
-    mail = queued_mail(address)[-1]
+    return invitation_link_in(queued_mail(address)[-1])
+
+
+def invitation_link_in(mail) -> tuple[str, str]:
     assert mail.subject == INVITATION_SUBJECT
     user_id, _, token = link_in(mail.body, f"{FRONTEND}/register/").partition("?token=")
     assert token
@@ -429,31 +432,39 @@ def test_offers_for_other_places_wait_side_by_side(app, scene):
     assert (role_at(ann.id, scene.harbour), role_at(ann.id, scene.bay)) == ("admin", "owner")
 
 
-def test_an_invited_account_keeps_the_invitation_flow_and_its_details(app, scene):
-    """Not registered yet, it cannot sign in to accept an offer: registering through the
-    invitation is its consent. Another inviter still learns nothing about it."""
+def test_an_invited_account_is_offered_a_new_role_too_and_shown_to_nobody(app, scene):
+    """Not registered yet, it is still an account: another inviter gets an offer pending
+    its consent, learns nothing about it, and cannot read it through the role."""
     boss = client_for(app, scene, "super")
     first = boss.post("/locations/bay/owners/", json={"email": "new@example.com", "name": "Nia"})
     assert first.status_code == 201
-    response = client_for(app, scene, "owner_here").post(
+    user_id = first.get_json()["id"]
+    owner = client_for(app, scene, "owner_here")
+    response = owner.post(
         "/locations/harbour/admins/", json={"email": "new@example.com", "name": "Other"}
     )
     assert response.status_code == 201
-    user_id = first.get_json()["id"]
     assert response.get_json() == {"id": user_id, "email": "new@example.com", "status": "invited"}
-    assert response.headers["Location"] == f"/locations/harbour/admins/id/{user_id}"
+    assert "Location" not in response.headers
+    assert role_at(uuid.UUID(user_id), scene.harbour) is None
+    assert owner.get(f"/locations/harbour/admins/id/{user_id}").status_code == 404
     assert user_by_email("new@example.com").name == "Nia"
-    assert role_at(uuid.UUID(user_id), scene.harbour) == "admin"
-    assert [m.subject for m in queued_mail("new@example.com")] == [INVITATION_SUBJECT] * 2
-    _, token = invitation_link("new@example.com")
+    assert [m.subject for m in queued_mail("new@example.com")] == [
+        INVITATION_SUBJECT,
+        OFFER_SUBJECT,
+    ]
+    # The super's invitation still works; it brings only the role it was for.
+    _, token = invitation_link_in(queued_mail("new@example.com")[0])
     registered = app.test_client().post(
         f"/me/register/{user_id}", json={"token": token, "password": NEW_PASSWORD}
     )
     assert registered.status_code == 200
-    assert registered.get_json()["roles"] == [
-        {"location": "bay", "role": "owner"},
-        {"location": "harbour", "role": "admin"},
-    ]
+    assert registered.get_json()["roles"] == [{"location": "bay", "role": "owner"}]
+    # Registered, the user may take up the offer.
+    offer = link_in(queued_mail("new@example.com")[1].body, "/roles/accept/")
+    accepted = signed_in(app, "new@example.com", NEW_PASSWORD).post(f"/me/roles/accept/{offer}")
+    assert accepted.status_code == 200
+    assert {"location": "harbour", "role": "admin"} in accepted.get_json()["roles"]
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -22,7 +22,7 @@ from directory_api.models import (
     utcnow,
 )
 from directory_api.models.token import TokenPurpose
-from directory_api.outbox import run_worker
+from directory_api.outbox import MAX_ATTEMPTS, run_worker
 
 from .conftest import link_in, queued_mail, send_outbox, signed_in, smtp_settings
 from .factories import PASSWORD, make_location, make_user, make_vote, save
@@ -130,6 +130,41 @@ def test_a_body_queued_under_another_key_fails_delivery_naming_the_setting(
         assert message.body is None
         assert "OUTBOX_OLD_KEYS" in message.last_error
     assert smtp_server[0].messages == []
+
+
+def test_a_body_waiting_for_its_key_is_never_given_up(app, app_factory):
+    message = queue_reset(app)
+    db.session.execute(
+        sqlalchemy.update(OutboxMessage)
+        .where(OutboxMessage.id == message.id)
+        .values(attempts=MAX_ATTEMPTS - 1)
+    )
+    db.session.commit()
+    rotated = app_factory(SECRET_KEY="a-new-secret")
+    with rotated.app_context():
+        assert send_outbox(rotated).strip() == "sent 0, failed 1"
+        [kept] = queued_mail()
+        assert (kept.attempts, kept.status) == (MAX_ATTEMPTS, OutboxStatus.PENDING)
+
+
+def test_rekey_leaves_a_body_delivered_meanwhile_empty(app, monkeypatch):
+    import directory_api.privacy as privacy
+
+    message = queue_reset(app)
+    real = privacy.reencrypt
+
+    def deliver_then_reencrypt(token):
+        with db.engine.begin() as connection:  # a worker delivers it in between
+            connection.execute(
+                sqlalchemy.text("UPDATE outbox SET body = '', status = 'sent' WHERE id = :id"),
+                {"id": message.id.hex if db.engine.dialect.name == "sqlite" else message.id},
+            )
+        return real(token)
+
+    monkeypatch.setattr(privacy, "reencrypt", deliver_then_reencrypt)
+    result = app.test_cli_runner().invoke(args=["outbox", "rekey"])
+    assert json.loads(result.output) == {"reencrypted": 0, "unreadable": 0}
+    assert stored_bodies() == [""]
 
 
 def test_outbox_keys_rotate_without_losing_queued_mail(app, app_factory, smtp_server):
@@ -324,3 +359,47 @@ def test_privacy_commands_refuse_what_is_not_an_address(app):
     result = app.test_cli_runner().invoke(args=["privacy", "erase", "not-an-address", "--yes"])
     assert result.exit_code == 2
     assert "Not a valid email address" in result.output
+
+
+# Migration 0010: addresses stored in the old (lower-cased) form
+
+
+def test_migration_rewrites_old_spellings_and_hashes_old_votes(tmp_path):
+    """On a database of its own (SQLite), taken to 0009, filled the old way, then upgraded."""
+    from flask_migrate import upgrade
+
+    from directory_api import create_app
+    from directory_api.crypto import email_hash
+    from directory_api.models import User
+
+    app = create_app(
+        "testing",
+        SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'old.sqlite3'}",
+        SESSION_FILE_DIR=str(tmp_path / "sessions"),
+    )
+    with app.app_context():
+        upgrade(revision="0009")
+        old_forms = {
+            "straße@example.com": "strasse@example.com",
+            "ａｎｎ@example.com": "ann@example.com",  # fullwidth, lower-cased only
+            "ann@example.com": "ann@example.com",
+        }
+        ids = {email: make_user(email).id for email in old_forms}
+        vote = make_vote(make_location("harbour"), your_email="Straße@Example.com")
+        db.session.execute(sqlalchemy.update(Vote).values(email_hash=None))
+        db.session.commit()
+
+        upgrade()
+
+        db.session.rollback()
+        stored = {email: db.session.get(User, ids[email]).email for email in old_forms}
+        # ß folds to ss; the fullwidth account collides with an existing one: left for an
+        # operator, both unchanged.
+        assert stored == {
+            "straße@example.com": "strasse@example.com",
+            "ａｎｎ@example.com": "ａｎｎ@example.com",
+            "ann@example.com": "ann@example.com",
+        }
+        assert db.session.get(Vote, vote.id).email_hash == email_hash("strasse@example.com")
+        db.session.remove()
+        db.engine.dispose()

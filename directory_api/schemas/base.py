@@ -101,12 +101,28 @@ class Slug(Text):
         return text
 
 
-def normalize_email(text: str) -> str:
-    """One spelling per address (NFKC, case-folded): "ＡＮＮ@Example.com" is ann@example.com.
-
-    E-mail uniqueness, sign-in look-ups and every per-address rate-limit key use it.
-    """
+def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text.strip()).casefold()
+
+
+def normalize_email(text: str) -> str:
+    """One spelling per address (NFKC, case-folded, the domain decoded from IDNA):
+    "ＡＮＮ@Example.com" is ann@example.com, ann@xn--bcher-kva.de is ann@bücher.de.
+
+    The stored form of every address; e-mail uniqueness, sign-in look-ups and every
+    per-address rate-limit key use it. Text that is no address is only folded.
+    """
+    try:
+        return _canonical(text)
+    except EmailNotValidError:
+        return _fold(text)
+
+
+def _canonical(text: str) -> str:
+    """The normalised address; EmailNotValidError when `text` is not one."""
+    result = validate_email(_fold(text), check_deliverability=False)
+    # The validator may re-normalise the domain (IDNA): fold again, so it is idempotent.
+    return _fold(result.normalized)
 
 
 class Email(Text):
@@ -117,11 +133,9 @@ class Email(Text):
 
     def clean(self, text: str) -> str:
         try:
-            result = validate_email(normalize_email(text), check_deliverability=False)
+            return _canonical(text)
         except EmailNotValidError as error:
             raise ValidationError("Not a valid email address.") from error
-        # The validator may re-normalise the domain (IDNA): fold again, so it is idempotent.
-        return normalize_email(result.normalized)
 
 
 class Phone(Text):

@@ -8,7 +8,7 @@ Votes: `flask retention run` sets yourName, yourEmail and yourPhone to null on v
 older than PII_RETENTION_DAYS and stamps `redacted_at`. What stays is `email_hash`, a keyed
 hash (directory_api/crypto.py) of the normalised address written whenever the address is
 set, so duplicate checks and `flask privacy erase` still find a redacted vote. Rows written
-before this revision get their hash on the next retention pass.
+before this revision get their hash in revision 0010.
 
 Outbox: bodies are now kept encrypted while pending and emptied once delivered. This
 revision empties the bodies of messages already sent and encrypts the others (pending,
