@@ -28,6 +28,7 @@ from directory_api.timeouts import unbounded
 from .conftest import PG_URL, queued_mail, send_outbox, signed_in, smtp_settings
 from .factories import PASSWORD, make_user
 from .faults import RedisServer, SilentSMTP, TcpProxy, tcp_proxy
+from .test_outbox import queue
 
 PROBLEM = "application/problem+json"
 REQUESTS = "directory_api.requests"
@@ -196,8 +197,7 @@ def test_the_outbox_worker_survives_a_database_outage_and_delivers_once(
         try:
             assert eventually(lambda: "outbox pass failed" in caplog.text, 10)
             # Mail queued while the worker cannot reach the database (written directly).
-            queue_mail("ann@example.com", "role_granted", user=None, role="an owner of Harbour")
-            db.session.commit()
+            queue()
             pg_proxy.freeze()
             pg_proxy.restore()  # from cut to frozen to up again: the worker must ride it out
             time.sleep(0.5)
@@ -380,8 +380,7 @@ def test_an_smtp_server_that_never_answers_fails_the_attempt_within_the_timeout(
         MAIL_TIMEOUT=0.5,
     )
     with silent.app_context():
-        queue_mail("ann@example.com", "role_granted", user=None, role="an owner of Harbour")
-        db.session.commit()
+        queue()
         output, elapsed = timed(send_outbox, silent)
         assert "sent 0, failed 1" in output
         assert elapsed < 3.0
@@ -407,8 +406,7 @@ def test_a_send_ends_before_its_lease_so_no_second_worker_overlaps_it(app_factor
         OUTBOX_LEASE_SECONDS=3,
     )
     with slow.app_context():
-        queue_mail("ann@example.com", "role_granted", user=None, role="x")
-        db.session.commit()
+        queue()
         report, elapsed = timed(deliver_due)
         assert (report.sent, report.failed) == (0, 1)
         assert elapsed < 3.0  # ended (at 2 s) while the claim was still its own
@@ -424,8 +422,7 @@ def test_a_claim_whose_worker_died_is_retried_after_its_lease_and_sent_once(
     catcher, port = smtp_server
     worker = app_factory(**smtp_settings(port), OUTBOX_LEASE_SECONDS=2)
     with worker.app_context():
-        queue_mail("ann@example.com", "role_granted", user=None, role="x")
-        db.session.commit()
+        queue()
         assert outbox._claim_next() is not None  # a worker claims it, then dies
         assert deliver_due().sent == 0  # still leased
         time.sleep(2.1)
@@ -442,8 +439,7 @@ def test_a_late_outcome_never_overwrites_a_newer_claim(app_factory, smtp_server)
     catcher, port = smtp_server
     worker = app_factory(**smtp_settings(port), OUTBOX_LEASE_SECONDS=2)
     with worker.app_context():
-        queue_mail("ann@example.com", "role_granted", user=None, role="x")
-        db.session.commit()
+        queue()
         stale = outbox._claim_next()
         db.session.query(OutboxMessage).update({"next_attempt_at": utcnow()})
         db.session.commit()

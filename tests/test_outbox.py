@@ -12,7 +12,9 @@ from .conftest import queued_mail, send_outbox, smtp_settings
 
 
 def queue(to="ann@example.com", **context):
-    message = queue_mail(to, "role_granted", user=None, role="an owner of Harbour", **context)
+    message = queue_mail(
+        to, "role_offer", user=None, token="t0k3n", role="an owner of Harbour", **context
+    )
     db.session.commit()
     return message
 
@@ -20,8 +22,9 @@ def queue(to="ann@example.com", **context):
 def test_send_delivers_queued_mail_over_smtp(mail_app, mailbox):
     queue_mail(
         "ann@example.com",
-        "role_granted",
+        "role_offer",
         user=None,
+        token="t0k3n",
         role="an owner of Harbour",
         reply_to="bob@example.com",
     )
@@ -30,7 +33,7 @@ def test_send_delivers_queued_mail_over_smtp(mail_app, mailbox):
     [message] = mailbox.messages
     assert message["To"] == "ann@example.com"
     assert message["Reply-To"] == "bob@example.com"
-    assert message["Subject"] == "You have a new role in the Directory"
+    assert message["Subject"] == "You are offered a new role in the Directory"
     assert "an owner of Harbour" in message.get_content()
     [row] = queued_mail()
     assert row.status == OutboxStatus.SENT and row.sent_at is not None and row.attempts == 1
@@ -92,12 +95,12 @@ def test_without_mail_server_messages_go_to_the_log(app, caplog):
     queue()
     with caplog.at_level(logging.INFO, logger="directory_api.outbox"):
         assert "sent 1, failed 0" in send_outbox(app)
-    assert "You have a new role in the Directory" in caplog.text
+    assert "You are offered a new role in the Directory" in caplog.text
     assert queued_mail()[0].status == OutboxStatus.SENT
 
 
 def test_a_message_exists_only_if_its_change_was_committed(app):
-    queue_mail("ann@example.com", "role_granted", user=None, role="x")
+    queue_mail("ann@example.com", "role_offer", user=None, token="t0k3n", role="x")
     db.session.rollback()
     assert queued_mail() == []
 
@@ -109,7 +112,9 @@ def test_concurrent_senders_deliver_each_message_once(app_factory, smtp_server):
     app = app_factory(**settings)
     with app.app_context():
         for number in range(30):
-            queue_mail(f"user{number}@example.com", "role_granted", user=None, role="x")
+            queue_mail(
+                f"user{number}@example.com", "role_offer", user=None, token="t0k3n", role="x"
+            )
         db.session.commit()
 
     # Each sender is its own app (own engine and connections), built before the race starts.
