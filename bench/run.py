@@ -137,7 +137,7 @@ def seed(database_url: str, *, filler_locations: int) -> None:
         Social,
         User,
     )
-    from directory_api.models.listing import fold, recount_listings
+    from directory_api.models.listing import fold, recount_listings, search_text
     from directory_api.security import hash_password
 
     # Seeding a million rows is maintenance, not a request: no statement timeout.
@@ -191,7 +191,7 @@ def seed(database_url: str, *, filler_locations: int) -> None:
                             "description": description,
                             "branch": None,
                             "search_name": fold(name),
-                            "search_text": " ".join(fold(p) for p in (name, description, "Cafés")),
+                            "search_text": search_text(name, None, description, "Cafés"),
                             "created_at": now,
                             "updated_at": now,
                         }

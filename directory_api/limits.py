@@ -31,3 +31,5 @@ reset_per_ip = limiter.limit(configured("RATELIMIT_RESET_PER_IP"))
 reset_per_email = limiter.limit(configured("RATELIMIT_RESET_PER_EMAIL"), key_func=email_in_body)
 # Registration and every endpoint that takes a token share one allowance per IP.
 token_endpoints = limiter.shared_limit(configured("RATELIMIT_TOKENS_PER_IP"), scope="tokens")
+# Every type of public vote submission shares one allowance per client IP.
+votes_per_ip = limiter.shared_limit(configured("RATELIMIT_VOTES_PER_IP"), scope="votes")

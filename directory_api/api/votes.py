@@ -17,9 +17,9 @@ from sqlalchemy.orm import joinedload
 from ..access import get_location_or_404, has_location_access, require_location_access
 from ..bodies import accepts_forms, load_body
 from ..errors import abort
-from ..extensions import db, limiter
+from ..extensions import db
 from ..idempotency import idempotent
-from ..limits import configured
+from ..limits import votes_per_ip
 from ..models import Employer, Location, Membership, OutboxStatus, Role, User, Vote, VoteType
 from ..models.listing import fold
 from ..openapi import spec
@@ -139,10 +139,6 @@ def submit(slug: str, kind: VoteType):
     return {"status": "queued"}, 202
 
 
-# Every type shares one allowance per client IP.
-submissions_per_ip = limiter.shared_limit(configured("RATELIMIT_VOTES_PER_IP"), scope="votes")
-
-
 def submission_route(kind: VoteType) -> None:
     """POST /submit/<type>: one route per type, so each documents its own body schema."""
 
@@ -161,7 +157,7 @@ def submission_route(kind: VoteType) -> None:
     )
     bp.add_url_rule(
         f"/submit/{kind.value}",
-        view_func=submissions_per_ip(accepts_forms(documented)),
+        view_func=votes_per_ip(accepts_forms(documented)),
         methods=["POST"],
     )
 

@@ -166,14 +166,20 @@ def refresh_search_of_subcategory(category: Category) -> None:
         refresh_search_columns(None, None, listing)
 
 
+def search_text(
+    name: str, branch: str | None, description: str | None, subcategory: str | None
+) -> str:
+    """What a search term's words are looked for in (also for rows loaded outside the ORM)."""
+    return " ".join(fold(part) for part in (name, branch, description, subcategory) if part)
+
+
 @event.listens_for(Listing, "before_insert", propagate=True)
 @event.listens_for(Listing, "before_update", propagate=True)
 def refresh_search_columns(_mapper, _connection, listing: Listing) -> None:
     listing.search_name = fold(listing.name)
-    parts = (
+    listing.search_text = search_text(
         listing.name,
         listing.branch,
         listing.description,
         listing.subcategory.name if listing.subcategory else None,
     )
-    listing.search_text = " ".join(fold(part) for part in parts if part)
