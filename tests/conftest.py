@@ -30,6 +30,18 @@ from directory_api.extensions import db
 from .factories import PASSWORD, make_user
 
 PG_URL = TestingConfig.SQLALCHEMY_DATABASE_URI
+PROBLEM = "application/problem+json"
+
+
+def assert_problem(response, status: int) -> dict:
+    """An RFC 9457 problem answer with `status` (API.md 1); returns its body."""
+    assert response.status_code == status, response.get_data(as_text=True)
+    assert response.mimetype == PROBLEM
+    body = response.get_json()
+    assert body["status"] == status
+    assert body["type"] == "about:blank"
+    assert body["title"]
+    return body
 
 
 @pytest.fixture(scope="session")

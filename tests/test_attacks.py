@@ -29,10 +29,9 @@ from directory_api.models import (
 )
 from directory_api.security import hash_password, hash_token
 
-from .conftest import link_in, queued_mail, send_outbox, signed_in
+from .conftest import assert_problem, link_in, queued_mail, send_outbox, signed_in
 from .factories import PASSWORD, make_location, make_user
 
-PROBLEM = "application/problem+json"
 COOKIE = "session"
 NEW_PASSWORD = "a brand new passphrase"
 THIRD_PASSWORD = "yet another passphrase"
@@ -61,14 +60,6 @@ def session_cookie(client) -> str | None:
 def login(client, email, password=PASSWORD, *, remember=False, **kwargs):
     body = {"email": email, "password": password, "remember": remember}
     return client.post("/auth/login", json=body, **kwargs)
-
-
-def assert_problem(response, status: int) -> dict:
-    assert response.status_code == status, response.get_data(as_text=True)
-    assert response.mimetype == PROBLEM
-    body = response.get_json()
-    assert body["status"] == status
-    return body
 
 
 def user(email: str) -> User:

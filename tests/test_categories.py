@@ -6,9 +6,8 @@ import pytest
 
 from directory_api.models import Category
 
+from .conftest import PROBLEM
 from .factories import make_category, make_listing, make_location
-
-PROBLEM = "application/problem+json"
 
 
 def slugs(response) -> list[str]:

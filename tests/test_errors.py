@@ -5,17 +5,7 @@ import logging
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-PROBLEM = "application/problem+json"
-
-
-def assert_problem(response, status):
-    assert response.status_code == status
-    assert response.mimetype == PROBLEM
-    body = response.get_json()
-    assert body["status"] == status
-    assert body["type"] == "about:blank"
-    assert body["title"]
-    return body
+from .conftest import assert_problem
 
 
 def test_unknown_route_is_404(client, app):

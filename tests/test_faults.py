@@ -25,12 +25,11 @@ from directory_api.models import OutboxMessage, OutboxStatus, Region, User, utcn
 from directory_api.outbox import deliver_due, queue_mail, run_worker
 from directory_api.timeouts import unbounded
 
-from .conftest import PG_URL, queued_mail, send_outbox, signed_in, smtp_settings
+from .conftest import PG_URL, PROBLEM, queued_mail, send_outbox, signed_in, smtp_settings
 from .factories import PASSWORD, make_user
 from .faults import RedisServer, SilentSMTP, TcpProxy, tcp_proxy
 from .test_outbox import queue
 
-PROBLEM = "application/problem+json"
 REQUESTS = "directory_api.requests"
 
 needs_postgresql = pytest.mark.skipif(

@@ -20,9 +20,9 @@ from directory_api.extensions import db
 from directory_api.idempotency import purge_expired_idempotency_keys
 from directory_api.models import IdempotencyRecord, OutboxMessage, Vote, utcnow
 
-from .conftest import queued_mail
+from .conftest import PROBLEM, queued_mail
 from .factories import make_location, save
-from .test_votes import BASE, EXTRA, PERSONAL, PROBLEM, SUCCESS, TYPES
+from .test_votes import BASE, EXTRA, PERSONAL, SUCCESS, TYPES
 
 KEY = "3f0c2a4e-5b8d-4c1a-9e7f-0d6b2a8c4e1f"
 HEADER = "Idempotency-Key"

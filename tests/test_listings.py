@@ -9,7 +9,7 @@ from directory_api.extensions import db
 from directory_api.models import Business, Employer, ListingSocial, Role
 from directory_api.timeouts import unbounded
 
-from .conftest import PG_URL, signed_in
+from .conftest import PG_URL, PROBLEM, signed_in
 from .factories import (
     grant,
     make_category,
@@ -21,7 +21,6 @@ from .factories import (
 )
 
 KINDS = [("businesses", "business", Business), ("employers", "employer", Employer)]
-PROBLEM = "application/problem+json"
 
 
 @pytest.fixture(params=KINDS, ids=["businesses", "employers"])

@@ -9,10 +9,9 @@ import pytest
 from directory_api.extensions import db
 from directory_api.models import Location, Membership, Role, Vote
 
-from .conftest import signed_in
+from .conftest import PROBLEM, signed_in
 from .factories import grant, make_listing, make_location, make_region, make_user, make_vote, save
 
-PROBLEM = "application/problem+json"
 FIELDS = {
     "id",
     "slug",

@@ -8,10 +8,9 @@ import pytest
 from directory_api.extensions import db
 from directory_api.models import Membership, Role, User
 
-from .conftest import link_in, queued_mail, send_outbox, signed_in
+from .conftest import PROBLEM, link_in, queued_mail, send_outbox, signed_in
 from .factories import grant, make_location, make_user, make_vote
 
-PROBLEM = "application/problem+json"
 FRONTEND = "http://localhost:3000"
 NEW_PASSWORD = "a long passphrase"
 INVITATION_SUBJECT = "You are invited to the Directory"

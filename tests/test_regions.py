@@ -6,9 +6,8 @@ import pytest
 
 from directory_api.models import Region
 
+from .conftest import PROBLEM
 from .factories import make_location, make_region
-
-PROBLEM = "application/problem+json"
 
 
 def test_list_is_public_sorted_by_name_and_paged(client, app):

@@ -20,13 +20,12 @@ import pytest
 
 from directory_api.gunicorn_worker import BUFFER_LIMIT, Arrival
 
-from .conftest import free_port
+from .conftest import PROBLEM, free_port
 from .test_scale_out import wait_until_up
 
 ROOT = Path(__file__).resolve().parent.parent
 THREADS = 2
 CLIENT_TIMEOUT = 2.0
-PROBLEM = "application/problem+json"
 
 
 @pytest.fixture(scope="module")

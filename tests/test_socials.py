@@ -6,9 +6,8 @@ import pytest
 
 from directory_api.models import Social
 
+from .conftest import PROBLEM
 from .factories import make_listing, make_location, make_social
-
-PROBLEM = "application/problem+json"
 
 
 def slugs(response) -> list[str]:

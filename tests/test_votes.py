@@ -15,10 +15,9 @@ from directory_api.extensions import db
 from directory_api.models import OutboxStatus, Role, Vote, VoteType, utcnow
 
 from . import factories
-from .conftest import queued_mail, send_outbox, signed_in, smtp_settings
+from .conftest import PROBLEM, assert_problem, queued_mail, send_outbox, signed_in, smtp_settings
 from .factories import grant, make_listing, make_location, make_user
 
-PROBLEM = "application/problem+json"
 VOTES = "/locations/harbour/votes/"
 TYPES = ["btob", "btoc", "employer"]
 MAIL_TYPES = ["btob", "btoc"]
@@ -78,12 +77,6 @@ def assert_rejected(response, fields: set[str]) -> None:
     assert set(response.get_json()["errors"]) == fields
     assert Vote.query.count() == 0
     assert queued_mail() == []
-
-
-def assert_problem(response, status: int) -> None:
-    assert response.status_code == status, response.get_data(as_text=True)
-    assert response.mimetype == PROBLEM
-    assert response.get_json()["status"] == status
 
 
 def message_text(message) -> str:
