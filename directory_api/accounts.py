@@ -32,18 +32,22 @@ def describe_role(role: GrantedRole, location: Location | None) -> str:
     return "a super" if location is None else f"{role.value} of {location.name}"
 
 
+def role_held(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> str | None:
+    """What `user` holds where `role` would go: "super", "owner", "admin" or None."""
+    if role == GrantedRole.SUPER:
+        return GrantedRole.SUPER.value if user.is_super else None
+    held = db.session.get(Membership, (user.id, location_id))
+    return held.role.value if held is not None else None
+
+
 def refuse_held_role(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> None:
     """409 when `user` already holds `role` there, or a role that includes it."""
-    if role == GrantedRole.SUPER:
-        if user.is_super and user.status == "active":
-            abort(409, "This user is already a super.")
-        return
-    held = db.session.get(Membership, (user.id, location_id))
-    if held is None:
-        return
-    if held.role == Role.OWNER and role == GrantedRole.ADMIN:
+    held = role_held(user, role, location_id)
+    if held == Role.OWNER.value and role == GrantedRole.ADMIN:
         abort(409, "This user is an owner here, which includes everything an admin may do.")
-    if held.role.value == role.value and user.status == "active":
+    if held == role.value and user.status == "active":
+        if role == GrantedRole.SUPER:
+            abort(409, "This user is already a super.")
         abort(409, f"This user is already an {role.value} here.")
 
 
@@ -58,13 +62,6 @@ def give_role(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> N
         db.session.add(Membership(user_id=user.id, location_id=location_id, role=Role(role)))
     elif role == GrantedRole.OWNER:
         held.role = Role.OWNER
-
-
-def holds_role(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> bool:
-    if role == GrantedRole.SUPER:
-        return user.is_super
-    held = db.session.get(Membership, (user.id, location_id))
-    return held is not None and held.role.value == role.value
 
 
 def invite(
@@ -89,7 +86,9 @@ def invite(
     location_id = location.id if location is not None else None
     refuse_held_role(user, role, location_id)
     text = describe_role(role, location)
-    renewal = existed and user.status == "invited" and holds_role(user, role, location_id)
+    renewal = (
+        existed and user.status == "invited" and role_held(user, role, location_id) == role.value
+    )
     pending = existed and not renewal
     if pending:
         token = issue_grant(user, role, location_id)

@@ -17,13 +17,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import Select, and_, delete, func, or_, select, type_coerce, update
+from sqlalchemy import Select, and_, delete, or_, select, type_coerce, update
 from sqlalchemy.types import Text
 
 from .crypto import email_hash, reencrypt
 from .extensions import db
 from .models import OutboxMessage, OutboxStatus, RoleGrant, Token, Vote, utcnow
-from .schemas.base import normalize_email
+from .schemas.base import normalize_email, timestamp_text
 from .schemas.votes import VoteOut
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,6 @@ def run_retention(now: datetime | None = None) -> RetentionReport:
 
     due = now - timedelta(days=config["PII_RETENTION_DAYS"])
     redact_due = select(Vote.id).where(Vote.redacted_at.is_(None), Vote.created_at < due)
-    _backfill_email_hashes(redact_due)
     report.votes_redacted = _in_batches(
         redact_due,
         lambda ids: db.session.execute(
@@ -104,24 +103,10 @@ def _delete_in_batches(model: Any, ids_stmt: Select) -> int:
     )
 
 
-def _backfill_email_hashes(redact_due: Select) -> None:
-    """Votes stored before addresses were hashed get their hash before the address goes."""
-    missing = (
-        select(Vote)
-        .where(Vote.id.in_(redact_due.scalar_subquery()), Vote.email_hash.is_(None))
-        .where(Vote.your_email.is_not(None))
-    )
-    while votes := db.session.scalars(missing.limit(BATCH)).all():
-        for vote in votes:
-            vote.email_hash = email_hash(vote.your_email)
-        db.session.commit()
-
-
 def _votes_of(email: str) -> Select:
-    """Every vote submitted with `email`, redacted ones included (found by their hash)."""
-    return select(Vote).where(
-        or_(Vote.email_hash == email_hash(email), func.lower(Vote.your_email) == email.lower())
-    )
+    """Every vote submitted with `email`, redacted ones included: each keeps the hash of its
+    address (set with the address; migration 0010 hashed older votes)."""
+    return select(Vote).where(Vote.email_hash == email_hash(email))
 
 
 def _messages_of(email: str) -> list[OutboxMessage]:
@@ -165,10 +150,8 @@ def export(email: str) -> dict[str, Any]:
                 "subject": message.subject,
                 "body": message.body or None,
                 "status": message.status.value,
-                "createdAt": message.created_at.isoformat().replace("+00:00", "Z"),
-                "sentAt": message.sent_at.isoformat().replace("+00:00", "Z")
-                if message.sent_at
-                else None,
+                "createdAt": timestamp_text(message.created_at),
+                "sentAt": timestamp_text(message.sent_at),
             }
             for message in _messages_of(email)
         ],

@@ -18,6 +18,7 @@ SMTP has its own timeout in `outbox.py`; requests never talk to SMTP.
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -60,11 +61,15 @@ LOWEST = {
     "REDIS_TIMEOUT": 0.1,
     "MAIL_TIMEOUT": 0.1,
     "OUTBOX_LEASE_SECONDS": 2,  # a send must end a second before its lease does
+    # Not timeouts, but periods with a floor all the same (0 would erase what is in use).
+    "PII_RETENTION_DAYS": 1,
+    "OUTBOX_RETENTION_DAYS": 1,
+    "SESSION_MAX_LIFETIME": timedelta(days=1),  # SESSION_MAX_DAYS
 }
 
 
 def check_timeouts(config: dict[str, Any]) -> None:
-    """Refuse to start with a bound that cannot work, naming it."""
+    """Refuse to start with a bound or period that cannot work, naming it."""
     problems = [
         f"{name} must be at least {lowest} (it is {config[name]!r})"
         for name, lowest in LOWEST.items()

@@ -37,16 +37,17 @@ def void_tokens(user: User, purpose: TokenPurpose) -> None:
 def issue_token(user: User, purpose: TokenPurpose, email: str | None = None) -> str:
     """A new token for `user`, voiding older unused ones; returns the only copy of it."""
     void_tokens(user, purpose)
-    token, token_hash = new_token()
-    db.session.add(
+    return _add_with_token(
         Token(
-            user_id=user.id,
-            purpose=purpose,
-            token_hash=token_hash,
-            email=email,
-            expires_at=utcnow() + LIFETIMES[purpose],
+            user_id=user.id, purpose=purpose, email=email, expires_at=utcnow() + LIFETIMES[purpose]
         )
     )
+
+
+def _add_with_token(row: Redeemable) -> str:
+    """Give `row` a new token's hash and add it; returns the only copy of the token."""
+    token, row.token_hash = new_token()
+    db.session.add(row)
     return token
 
 
@@ -87,17 +88,14 @@ def issue_grant(user: User, role: GrantedRole, location_id: uuid.UUID | None) ->
             RoleGrant.used_at.is_(None),
         )
     )
-    token, token_hash = new_token()
-    db.session.add(
+    return _add_with_token(
         RoleGrant(
             user_id=user.id,
             location_id=location_id,
             role=role,
-            token_hash=token_hash,
             expires_at=utcnow() + GRANT_LIFETIME,
         )
     )
-    return token
 
 
 def redeem_grant(token: str, user: User) -> RoleGrant | None:

@@ -1,5 +1,7 @@
 """Production refuses settings that would be unsafe or would silently lose data."""
 
+from datetime import timedelta
+
 import pytest
 
 from directory_api import create_app
@@ -66,6 +68,9 @@ def test_sqlite_in_production_only_when_explicitly_allowed(tmp_path):
         ("REDIS_TIMEOUT", 0),
         ("MAIL_TIMEOUT", 0),
         ("OUTBOX_LEASE_SECONDS", 1),
+        ("PII_RETENTION_DAYS", 0),
+        ("OUTBOX_RETENTION_DAYS", -1),
+        ("SESSION_MAX_LIFETIME", timedelta(0)),
     ],
 )
 def test_a_timeout_that_cannot_work_stops_the_start_naming_it(tmp_path, setting, value):
