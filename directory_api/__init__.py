@@ -14,6 +14,7 @@ from config import get_config
 from . import models  # noqa: F401  (every model registered before Alembic looks)
 from .bodies import APIRequest
 from .crypto import init_keys
+from .endpoints import check_declared
 from .errors import register_error_handlers
 from .extensions import db, limiter, login_manager, mail, migrate
 from .json_provider import JSONProvider
@@ -203,6 +204,7 @@ def register_blueprints(app: Flask) -> None:
         from .api import bench
 
         app.register_blueprint(bench.bp)
+    check_declared(app)
 
 
 def register_commands(app: Flask) -> None:

@@ -1,7 +1,6 @@
-"""Who may do what. Views declare it with these decorators; a super passes every check."""
+"""Who may do what: views declare it with `@endpoint(access=…)`; a super passes every check."""
 
-from collections.abc import Callable
-from functools import wraps
+import enum
 from typing import Any
 
 from flask import session
@@ -66,60 +65,42 @@ def check_may_edit_details(target: User) -> None:
         abort(403, "This user also has a role at a location you do not own.")
 
 
-def login_required(view: Callable) -> Callable:
-    @wraps(view)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not current_user.is_authenticated:
-            abort(401, "Sign in to use this endpoint.")
-        return view(*args, **kwargs)
-
-    wrapper.access = "login"  # type: ignore[attr-defined]  (read by the OpenAPI document)
-    return wrapper
-
-
-def require_super(view: Callable) -> Callable:
-    @wraps(view)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not current_user.is_authenticated:
-            abort(401, "Sign in to use this endpoint.")
-        if not current_user.is_super:
-            abort(403, "Only a super may do this.")
-        return view(*args, **kwargs)
-
-    wrapper.access = "super"  # type: ignore[attr-defined]
-    return wrapper
-
-
 def get_location_or_404(slug: str) -> Location:
+    """The location a path names: the one lookup every /locations/:slug/… endpoint uses."""
     location = db.session.scalar(select(Location).where(Location.slug == slug))
     if location is None:
         abort(404, f"No location {slug!r}.")
     return location
 
 
-def require_location_role(*roles: Role) -> Callable[[Callable], Callable]:
-    """Needs a super or one of `roles` at the location named by the `slug` path parameter.
+class Access(enum.StrEnum):
+    """Who may call an endpoint (a super passes every check). The values are the document's
+    `x-required-role`."""
 
-    The view receives the loaded `location` instead of `slug`.
-    """
-
-    def decorator(view: Callable) -> Callable:
-        @wraps(view)
-        def wrapper(*args: Any, slug: str, **kwargs: Any) -> Any:
-            if not current_user.is_authenticated:
-                abort(401, "Sign in to use this endpoint.")
-            location = get_location_or_404(slug)
-            if not current_user.is_super and location_role(current_user, location) not in roles:
-                abort(403, "You do not have this role at this location.")
-            return view(*args, location=location, **kwargs)
-
-        wrapper.access = (  # type: ignore[attr-defined]
-            "super" if not roles else "owner" if set(roles) == {Role.OWNER} else "access"
-        )
-        return wrapper
-
-    return decorator
+    LOGIN = "login"  # signed in, any user
+    SUPER = "super"
+    OWNER = "owner"  # an owner of the location in the path
+    ACCESS = "access"  # an owner or admin of the location in the path
 
 
-require_location_owner = require_location_role(Role.OWNER)
-require_location_access = require_location_role(Role.OWNER, Role.ADMIN)
+ROLES_AT_LOCATION = {
+    Access.SUPER: frozenset(),
+    Access.OWNER: frozenset({Role.OWNER}),
+    Access.ACCESS: frozenset({Role.OWNER, Role.ADMIN}),
+}
+
+
+def check_signed_in(access: Access | None) -> None:
+    """401 for an anonymous caller of a protected endpoint."""
+    if access is not None and not current_user.is_authenticated:
+        abort(401, "Sign in to use this endpoint.")
+
+
+def check_access(access: Access | None, location: Location | None) -> None:
+    """403 unless the signed-in caller has `access` (at `location`, when the path names one)."""
+    if access is None or access is Access.LOGIN or current_user.is_super:
+        return
+    if location is None:
+        abort(403, "Only a super may do this.")
+    if location_role(current_user, location) not in ROLES_AT_LOCATION[access]:
+        abort(403, "You do not have this role at this location.")

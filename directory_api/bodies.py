@@ -1,9 +1,8 @@
 """Reading request bodies and query strings through marshmallow schemas."""
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from flask import Request, current_app, request
+from flask import Request, request
 from marshmallow import Schema, ValidationError
 
 from .errors import abort
@@ -21,28 +20,23 @@ class APIRequest(Request):
 JSON_MIMETYPE = "application/json"
 FORM_MIMETYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
 
-View = TypeVar("View", bound=Callable[..., Any])
+
+def check_media_type(forms: bool) -> None:
+    """The one rule on bodies: JSON, or a form where the endpoint declares `forms`; else 415.
+
+    Applied before any view to every request that carries a body (protection.py), and when
+    a declared body is loaded (a request without one has no media type: 415 too).
+    """
+    if request.mimetype == JSON_MIMETYPE or (forms and request.mimetype in FORM_MIMETYPES):
+        return
+    abort(415, "The request body must be application/json.")
 
 
-def accepts_forms(view: View) -> View:
-    """Mark a public endpoint that also takes HTML form bodies (the vote submission)."""
-    view.accepts_forms = True  # type: ignore[attr-defined]
-    return view
-
-
-def endpoint_accepts_forms() -> bool:
-    view = current_app.view_functions.get(request.endpoint or "")
-    return bool(getattr(view, "accepts_forms", False))
-
-
-def load_body(schema: Schema) -> dict[str, Any]:
+def load_body(schema: Schema, *, forms: bool = False) -> dict[str, Any]:
     """Validate the request body: 415 for another media type, 400 for broken JSON, else 422."""
-    if request.mimetype == JSON_MIMETYPE:
-        data = request.get_json()  # malformed JSON raises 400
-    elif request.mimetype in FORM_MIMETYPES and endpoint_accepts_forms():
-        data = request.form.to_dict()
-    else:
-        abort(415, "The request body must be application/json.")
+    check_media_type(forms)
+    # Malformed JSON raises 400.
+    data = request.form.to_dict() if request.mimetype in FORM_MIMETYPES else request.get_json()
     if not isinstance(data, dict):
         abort(
             422,

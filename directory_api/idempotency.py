@@ -12,8 +12,9 @@ The key is kept only as its SHA-256, the request only as a fingerprint: the SHA-
 key, method, path and body in a canonical form (JSON with sorted keys). Form fields and a
 JSON object with the same string fields are one body, since the view reads them alike.
 
-A view adopts it with `@idempotent`: the view adds its rows to the session and returns its
-answer without committing; the decorator commits (with the record when a key was sent).
+A view adopts it with `@endpoint(idempotent=True)`: the view adds its rows to the session
+and returns its answer without committing; `idempotent` commits (with the record when a key
+was sent).
 """
 
 import contextlib
@@ -44,7 +45,7 @@ MAX_LENGTH = 128
 VALID_KEY = re.compile(f"[!-~]{{{MIN_LENGTH},{MAX_LENGTH}}}")  # visible ASCII, no space
 LIFETIME = timedelta(hours=24)
 
-# Read by the OpenAPI document (openapi.py) for every view that takes the header.
+# The header as the OpenAPI document (openapi.py) describes it on every view that takes it.
 HEADER_PARAMETER = {
     "name": HEADER,
     "in": "header",
@@ -181,7 +182,6 @@ def idempotent(view: Callable[..., Any]) -> Callable[..., Any]:
             return replay(winner, request_fingerprint)
         return response
 
-    wrapper.header_parameters = [HEADER_PARAMETER]  # type: ignore[attr-defined]
     return wrapper
 
 

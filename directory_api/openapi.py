@@ -1,14 +1,14 @@
 """The OpenAPI 3.1 document, generated from the routes and the marshmallow schemas they use.
 
-Each view declares its body, response and query schemas with `@spec` (the same classes it
-validates and dumps with); the access decorators record the role they enforce, and
-`@idempotent` the header it reads (`header_parameters`). The document is built by walking
-the app's URL map, so every route is in it.
+Each view's `@endpoint` declaration (endpoints.py) names the schemas it validates and dumps
+with, the access it enforces, its limits and whether it takes `Idempotency-Key`; the
+document is built from those declarations by walking the app's URL map, so every route is
+in it. Field constraints come from the marshmallow fields themselves.
 """
 
 import copy
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -18,6 +18,8 @@ from flask import Flask
 from marshmallow import INCLUDE, Schema, fields
 from werkzeug.routing import AnyConverter, Rule, UUIDConverter
 
+from .endpoints import declaration_of
+from .idempotency import HEADER_PARAMETER
 from .schemas.base import (
     CONTROL,
     PHONE_REGEX,
@@ -128,52 +130,6 @@ def text_constraints(self: Any, field: fields.Field, **kwargs: Any) -> dict[str,
     return props
 
 
-def spec(
-    *,
-    body: type[Schema] | None = None,
-    response: type[Schema] | tuple[type[Schema], ...] | None = None,
-    status: int = 200,
-    query: type[Schema] | None = None,
-    paged: bool = False,
-    responses: dict[int, type[Schema] | None] | None = None,
-    conflicts: bool = False,
-    rate_limited: bool = False,
-    not_found: bool = False,
-    failures: dict[int, str] | None = None,
-    sortable: Iterable[str] | None = None,
-    path: dict[str, dict[str, Any]] | None = None,
-) -> Callable[[Callable], Callable]:
-    """Describe a view for the OpenAPI document.
-
-    `response` with `status` is the success answer (`paged` wraps it in a page; a tuple of
-    schemas: the answer takes one of their shapes); `responses` adds more (status → schema
-    or None). `conflicts`: may answer 409; `rate_limited`: 429;
-    `not_found`: 404 beyond what its path parameters imply (a target named in the body);
-    `failures`: other problem answers (status → description); `sortable`: the names a
-    list's `sort` parameter takes; `path`: JSON Schema constraints a path parameter has
-    beyond what its converter implies (name → keywords).
-    """
-
-    def decorator(view: Callable) -> Callable:
-        view.openapi = {  # type: ignore[attr-defined]
-            "body": body,
-            "response": response,
-            "status": status,
-            "query": query,
-            "paged": paged,
-            "responses": responses or {},
-            "conflicts": conflicts,
-            "rate_limited": rate_limited,
-            "not_found": not_found,
-            "failures": failures or {},
-            "sortable": sorted(sortable) if sortable is not None else None,
-            "path": path or {},
-        }
-        return view
-
-    return decorator
-
-
 @cache
 def page_schema(item: type[Schema]) -> type[Schema]:
     name = item.__name__.removesuffix("Schema") + "Page"
@@ -250,34 +206,35 @@ def problem(description: str) -> dict[str, Any]:
 
 
 def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
-    info = getattr(view, "openapi", None)
-    if info is None:
-        raise LookupError(f"{rule.endpoint} ({method} {rule.rule}) has no @spec")
+    declared = declaration_of(view)
+    if declared is None:
+        raise LookupError(f"{rule.endpoint} ({method} {rule.rule}) is not declared with @endpoint")
     doc = (view.__doc__ or "").strip().splitlines()
-    access = getattr(view, "access", None)
     op: dict[str, Any] = {
         "operationId": rule.endpoint.replace(".", "_"),
         "summary": doc[0] if doc else rule.endpoint,
         "tags": [rule.endpoint.split(".")[0]],
         "responses": {},
     }
-    if access:
-        op["description"] = "Requires: " + ROLE_TEXT[access]
-        op["x-required-role"] = access
+    if declared.access:
+        op["description"] = "Requires: " + ROLE_TEXT[declared.access]
+        op["x-required-role"] = str(declared.access)
         op["security"] = [{"cookieAuth": []}]
-    parameters: list[dict[str, Any]] = copy.deepcopy(getattr(view, "header_parameters", []))
-    if info["query"] is not None:
-        parameters.insert(0, {"in": "query", "schema": info["query"]})
+    parameters: list[dict[str, Any]] = []
+    if declared.query is not None:
+        parameters.append({"in": "query", "schema": declared.query})
+    if declared.idempotent:
+        parameters.append(copy.deepcopy(HEADER_PARAMETER))
     if parameters:
         op["parameters"] = parameters
-    if info["body"] is not None:
-        content = {"application/json": {"schema": info["body"]}}
-        if getattr(view, "accepts_forms", False):
+    if declared.body is not None:
+        content = {"application/json": {"schema": declared.body}}
+        if declared.forms:
             for media in ("application/x-www-form-urlencoded", "multipart/form-data"):
-                content[media] = {"schema": info["body"]}
+                content[media] = {"schema": declared.body}
         op["requestBody"] = {"required": True, "content": content}
 
-    success = {info["status"]: info["response"], **info["responses"]}
+    success = {declared.status: declared.response, **declared.responses}
     for status, schema in success.items():
         if status == 204:
             op["responses"][str(status)] = {"description": "Done; no content."}
@@ -285,7 +242,8 @@ def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
         if schema is None:
             op["responses"][str(status)] = {"description": "Success."}
             continue
-        shown = page_schema(schema) if info["paged"] and status == info["status"] else schema
+        paged = declared.paged and status == declared.status
+        shown: Any = page_schema(schema) if paged else schema  # type: ignore[arg-type]
         if isinstance(shown, tuple):
             shown = {"anyOf": list(shown)}
         op["responses"][str(status)] = {
@@ -294,30 +252,25 @@ def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
         }
 
     errors = dict(ALWAYS)
-    if info["body"] is not None:
+    if declared.body is not None:
         errors |= WITH_BODY
-    if info["query"] is not None:
+    if declared.query is not None:
         errors |= WITH_QUERY
     if method not in ("GET", "HEAD"):
         errors |= UNSAFE
         errors.setdefault(415, "A body that is not application/json.")
-    if access:
+    if declared.access:
         errors |= PROTECTED
-    if rule.arguments or info["not_found"]:
+    if rule.arguments or declared.not_found:
         errors[404] = "No such resource (or not visible to you)."
-    if info["conflicts"]:
+    if declared.conflicts:
         errors[409] = "Conflicts with existing data (taken slug or e-mail, still in use …)."
-    if info["rate_limited"]:
+    if declared.limits:
         errors[429] = "Rate limited; see Retry-After."
-    errors |= info["failures"]
+    errors |= declared.failures
     for status, description in sorted(errors.items()):
         op["responses"].setdefault(str(status), problem(description))
     return op
-
-
-def sort_pattern(names: Iterable[str]) -> str:
-    one = "-?(?:" + "|".join(re.escape(name) for name in names) + ")"
-    return f"^{one}(?:,{one})*$"
 
 
 def build_openapi(app: Flask) -> dict[str, Any]:
@@ -345,29 +298,23 @@ def build_openapi(app: Flask) -> dict[str, Any]:
         },
     )
     paths: dict[str, dict[str, Any]] = {}
-    sortable: dict[tuple[str, str], list[str]] = {}
     for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
         view = app.view_functions[rule.endpoint]
-        info = getattr(view, "openapi", {})  # operation() refuses a view without one
+        declared = declaration_of(view)  # operation() refuses a view without one
         path = openapi_path(rule)
         names = _rename_path_arguments(rule, path)
         entry = paths.setdefault(path, {"operations": {}, "parameters": []})
         if not entry["parameters"]:
             entry["parameters"] = [path_parameter(names[n], c) for n, c in rule._converters.items()]
-        constraints = {names[name]: keywords for name, keywords in info.get("path", {}).items()}
+        path_keywords = declared.path if declared else {}
+        constraints = {names[name]: keywords for name, keywords in path_keywords.items()}
         for parameter in entry["parameters"]:
             parameter["schema"].update(constraints.get(parameter["name"], {}))
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
             entry["operations"][method.lower()] = operation(view, method, rule)
-            if info.get("sortable"):
-                sortable[(path, method.lower())] = info["sortable"]
     for path, entry in paths.items():
         document.path(path=path, operations=entry["operations"], parameters=entry["parameters"])
     result = document.to_dict()
-    for (path, method), fields_ in sortable.items():
-        for parameter in result["paths"][path][method].get("parameters", []):
-            if parameter["in"] == "query" and parameter["name"] == "sort":
-                parameter["schema"]["pattern"] = sort_pattern(fields_)
     schemas = result["components"]["schemas"]
     for key, name in plugin.converter.refs.items():
         if issubclass(key[0], TargetSchema) and name in schemas:

@@ -1,23 +1,81 @@
-"""The one list helper: page, perPage, sort, filters, total and the RFC 8288 Link header."""
+"""The one list helper: page, perPage, sort, filters, total and the RFC 8288 Link header.
 
-from collections.abc import Callable, Sequence
+A list declares its query schema, `ListArgs.sorted_by(...)` (or a subclass with filters),
+whose `sort` field loads as ORDER BY clauses; the view returns `paginate(stmt, args)`, a
+`Page`, and `@endpoint` answers it with `page_answer`.
+"""
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from flask import Response, jsonify, request
-from marshmallow import Schema, fields, validate
+from marshmallow import Schema, ValidationError, fields, validate
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import InstrumentedAttribute
 
-from .bodies import load_query
-from .errors import abort
 from .extensions import db
 
 MAX_PER_PAGE = 100
+DEFAULT_PER_PAGE = 20
+MAX_SORT = 200
 PATH_SAFE = "/!$&'()*+,;=:@-._~"  # RFC 3986 pchar and "/", left as they are
 # Loads one page's rows: given the SELECT of the page's ids and the ORDER BY clauses.
 Fetch = Callable[[Select, list[Any]], Sequence[Any]]
-DEFAULT_PER_PAGE = 20
+Sortable = Mapping[str, InstrumentedAttribute]
+
+
+def sort_fields(model: Any, *extra: str) -> dict[str, InstrumentedAttribute]:
+    """The sortable fields of a model: name/slug where it has them, the timestamps, and extra."""
+    names = {"name": "name", "slug": "slug", "createdAt": "created_at", "updatedAt": "updated_at"}
+    names.update({field: field for field in extra})
+    return {api: getattr(model, attr) for api, attr in names.items() if hasattr(model, attr)}
+
+
+def sort_pattern(names: Sequence[str]) -> str:
+    one = "-?(?:" + "|".join(re.escape(name) for name in names) + ")"
+    return f"^{one}(?:,{one})*$"
+
+
+class Sort(fields.String):
+    """`name,-createdAt`: sortable names, each ascending or (with "-") descending.
+
+    Loads as the ORDER BY clauses; the names and the pattern they follow are documented
+    from the field itself.
+    """
+
+    def __init__(self, sortable: Sortable, default: str | None = None, **kwargs: Any) -> None:
+        self.sortable = dict(sortable)
+        names = sorted(self.sortable)
+        metadata: dict[str, Any] = {
+            "pattern": sort_pattern(names),
+            "minLength": 1,
+            "maxLength": MAX_SORT,
+        }
+        order = None
+        if default:
+            metadata["default"] = default
+            order = self.clauses(default)
+        super().__init__(load_default=lambda: order, metadata=metadata, **kwargs)
+
+    def clauses(self, value: str) -> list[Any]:
+        order = []
+        for raw in value.split(","):
+            name = raw.strip()
+            column = self.sortable.get(name.lstrip("-"))
+            if column is None:
+                allowed = ", ".join(self.sortable)
+                raise ValidationError(f"Cannot sort by {name!r}; sortable fields: {allowed}.")
+            order.append(column.desc() if name.startswith("-") else column.asc())
+        return order
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> list[Any]:
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if not 1 <= len(text) <= MAX_SORT:
+            raise ValidationError(f"Length must be between 1 and {MAX_SORT}.")
+        return self.clauses(text)
 
 
 class ListArgs(Schema):
@@ -29,40 +87,69 @@ class ListArgs(Schema):
         load_default=DEFAULT_PER_PAGE,
         validate=validate.Range(min=1, max=MAX_PER_PAGE),
     )
-    sort = fields.String(load_default=None, validate=validate.Length(min=1, max=200))
+
+    @classmethod
+    def sorted_by(cls, sortable: Sortable, default: str | None = None) -> type["ListArgs"]:
+        """These arguments with a `sort` over `sortable` (`default` when none is given)."""
+        return type(  # type: ignore[return-value]
+            cls.__name__,
+            (cls,),
+            {"sort": Sort(sortable, default), "Meta": type("Meta", (), {"register": False})},
+        )
 
 
-def sort_fields(model: Any, *extra: str) -> dict[str, InstrumentedAttribute]:
-    """The sortable fields of a model: name/slug where it has them, the timestamps, and extra."""
-    names = {"name": "name", "slug": "slug", "createdAt": "created_at", "updatedAt": "updated_at"}
-    names.update({field: field for field in extra})
-    return {api: getattr(model, attr) for api, attr in names.items() if hasattr(model, attr)}
+@dataclass
+class Page:
+    """One page of a list: its rows (objects or plain rows, as the output schema reads them)."""
+
+    items: Sequence[Any]
+    page: int
+    per_page: int
+    total: int
 
 
-def order_by(sort: str, sortable: dict[str, InstrumentedAttribute], tiebreak: Any) -> list[Any]:
-    clauses = []
-    for raw in sort.split(","):
-        name = raw.strip()
-        descending = name.startswith("-")
-        column = sortable.get(name.lstrip("-"))
-        if column is None:
-            allowed = ", ".join(sortable)
-            abort(
-                422,
-                "The query has invalid parameters.",
-                errors={"sort": [f"Cannot sort by {name!r}; sortable fields: {allowed}."]},
-            )
-        clauses.append(column.desc() if descending else column.asc())
-    # Ties break on id, so pages never overlap or skip.
-    clauses.append(tiebreak.asc())
-    return clauses
+def paginate(
+    stmt: Select,
+    args: dict[str, Any],
+    *,
+    default_order: Sequence[Any] = (),
+    tiebreak: Any = None,
+    options: Sequence[Any] = (),
+    total: int | None = None,
+    fetch: Fetch | None = None,
+) -> Page:
+    """One page of `stmt`, in the order `args["sort"]` asks (else `default_order`).
 
-
-DEFAULT_ARGS = ListArgs()
-
-
-def parse_list_args(schema: ListArgs | None = None) -> dict[str, Any]:
-    return load_query(schema or DEFAULT_ARGS)
+    Ties break on `tiebreak` (the entity's id by default), so pages never overlap or skip.
+    `options` are loader options (eager loads) for the page's rows. `total`, when the
+    caller knows it (a stored count), saves the COUNT(*). `fetch(page_ids, order)`, for hot
+    lists, loads the page's rows itself (plain rows instead of ORM objects).
+    """
+    page, per_page = args["page"], args["per_page"]
+    entity = stmt.column_descriptions[0]["entity"]
+    tiebreak = entity.id if tiebreak is None else tiebreak
+    if total is None:
+        # COUNT(*) over the same FROM and WHERE: no subquery that would carry every column.
+        total = db.session.scalar(
+            stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None)
+        )
+    clauses = [*(args.get("sort") or default_order), tiebreak.asc()]
+    # A deferred join: the page's ids come from the index alone (cheap even deep in a
+    # long list), then only those rows are loaded, with what the output shows.
+    page_ids = (
+        stmt.with_only_columns(tiebreak, maintain_column_froms=True)
+        .order_by(*clauses)
+        .limit(per_page)
+        .offset((page - 1) * per_page)
+    )
+    if fetch is None:
+        page_stmt = (
+            select(entity).where(tiebreak.in_(page_ids)).options(*options).order_by(*clauses)
+        )
+        rows: Sequence[Any] = list(db.session.scalars(page_stmt).unique())
+    else:
+        rows = fetch(page_ids, clauses)
+    return Page(rows, page, per_page, total)
 
 
 def _page_url(page: int) -> str:
@@ -73,59 +160,16 @@ def _page_url(page: int) -> str:
     return f"{quote(request.path, safe=PATH_SAFE)}?{urlencode(args)}"
 
 
-def page_response(
-    stmt: Select,
-    args: dict[str, Any],
-    dump: Any,
-    *,
-    sortable: dict[str, InstrumentedAttribute],
-    default_sort: str | list[Any],
-    tiebreak: Any,
-    options: Sequence[Any] = (),
-    total: int | None = None,
-    fetch: Fetch | None = None,
-) -> Response:
-    """Run one page of `stmt` and answer it with items, counts and Link header.
-
-    `default_sort` is a sort parameter ("name") or, for orders no client can name
-    (search relevance), a list of SQL order clauses. `options` are loader options
-    (eager loads) for the page's rows. `total`, when the caller knows it (a stored count),
-    saves the COUNT(*). `fetch(page_ids, order)`, for hot lists, loads the page's rows
-    itself (plain rows instead of ORM objects); `dump` shapes either.
-    """
-    page, per_page = args["page"], args["per_page"]
-    if total is None:
-        # COUNT(*) over the same FROM and WHERE: no subquery that would carry every column.
-        total = db.session.scalar(
-            stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None)
-        )
-    sort = args.get("sort")
-    if sort is None and not isinstance(default_sort, str):
-        clauses = [*default_sort, tiebreak.asc()]
-    else:
-        clauses = order_by(sort or default_sort, sortable, tiebreak)
-    # A deferred join: the page's ids come from the index alone (cheap even deep in a
-    # long list), then only those rows are loaded, with what the output shows.
-    page_ids = (
-        stmt.with_only_columns(tiebreak, maintain_column_froms=True)
-        .order_by(*clauses)
-        .limit(per_page)
-        .offset((page - 1) * per_page)
+def page_answer(page: Page, items: list[Any]) -> Response:
+    """The page envelope with its dumped `items`, and the Link header."""
+    response = jsonify(
+        {"items": items, "page": page.page, "perPage": page.per_page, "total": page.total}
     )
-    if fetch is None:
-        entity = stmt.column_descriptions[0]["entity"]
-        page_stmt = (
-            select(entity).where(tiebreak.in_(page_ids)).options(*options).order_by(*clauses)
-        )
-        rows: Sequence[Any] = list(db.session.scalars(page_stmt).unique())
-    else:
-        rows = fetch(page_ids, clauses)
-    response = jsonify({"items": dump(rows), "page": page, "perPage": per_page, "total": total})
-    last = max(1, -(-total // per_page))
+    last = max(1, -(-page.total // page.per_page))
     links = [f'<{_page_url(1)}>; rel="first"', f'<{_page_url(last)}>; rel="last"']
-    if page > 1:
-        links.append(f'<{_page_url(min(page - 1, last))}>; rel="prev"')
-    if page < last:
-        links.append(f'<{_page_url(page + 1)}>; rel="next"')
+    if page.page > 1:
+        links.append(f'<{_page_url(min(page.page - 1, last))}>; rel="prev"')
+    if page.page < last:
+        links.append(f'<{_page_url(page.page + 1)}>; rel="next"')
     response.headers["Link"] = ", ".join(links)
     return response

@@ -10,7 +10,8 @@ from urllib.parse import urlsplit
 from flask import Flask, Response, current_app, g, request, session
 from werkzeug.wsgi import get_content_length
 
-from .bodies import FORM_MIMETYPES, JSON_MIMETYPE, endpoint_accepts_forms
+from .bodies import check_media_type
+from .endpoints import current_declaration
 from .errors import abort
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -64,11 +65,8 @@ def require_json_bodies() -> None:
         abort(413, f"The request body is larger than {limit} bytes.")
     if limit and length is None and too_long_unannounced(limit):
         abort(413, f"The request body is larger than {limit} bytes.")
-    if request.mimetype == JSON_MIMETYPE:
-        return
-    if request.mimetype in FORM_MIMETYPES and endpoint_accepts_forms():
-        return
-    abort(415, "The request body must be application/json.")
+    declaration = current_declaration()
+    check_media_type(forms=declaration is not None and declaration.forms)
 
 
 def add_security_headers(response: Response) -> Response:

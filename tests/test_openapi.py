@@ -5,6 +5,7 @@ import re
 import pytest
 from openapi_spec_validator import validate
 
+from directory_api.endpoints import declaration_of
 from directory_api.openapi import openapi_path
 
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH"}
@@ -48,7 +49,7 @@ def test_protected_operations_name_their_role_and_the_cookie(app, document):
     assert scheme == {**scheme, "type": "apiKey", "in": "cookie", "name": "session"}
     for rule, method in routes(app):
         op = document["paths"][openapi_path(rule)][method]
-        access = getattr(app.view_functions[rule.endpoint], "access", None)
+        access = declaration_of(app.view_functions[rule.endpoint]).access
         if access:
             assert op["x-required-role"] == access, rule.rule
             assert op["security"] == [{"cookieAuth": []}]
@@ -218,21 +219,22 @@ def test_sort_parameters_name_their_fields(document, path):
 
 
 def test_views_can_document_sort_fields_and_path_constraints(app_factory):
-    from directory_api.openapi import build_openapi, spec
+    from directory_api.endpoints import endpoint
+    from directory_api.models import Region
+    from directory_api.openapi import build_openapi
     from directory_api.pagination import ListArgs
     from directory_api.schemas.regions import RegionOut
 
     app = app_factory()
 
     @app.get("/things/<term>")
-    @spec(
+    @endpoint(
         response=RegionOut,
-        query=ListArgs,
+        query=ListArgs.sorted_by({"name": Region.name}),
         paged=True,
-        sortable=["name"],
         path={"term": {"minLength": 2}},
     )
-    def things(term):
+    def things(args, term):
         """Things."""
         return {}
 

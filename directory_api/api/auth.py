@@ -3,30 +3,26 @@
 from flask import Blueprint, session
 from flask_login import logout_user
 
-from ..access import login_required
 from ..accounts import find_user_by_email, record_login, sign_in
-from ..bodies import load_body
+from ..endpoints import Access, endpoint
 from ..errors import abort
 from ..extensions import db
 from ..limits import login_per_email, login_per_ip
-from ..openapi import spec
 from ..schemas.users import LoginIn, UserOut
 from ..security import hash_password, password_needs_rehash, verify_password
-from .common import no_content
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")
-user_out = UserOut()
 
 
 @bp.post("/login")
-@login_per_ip
-@login_per_email
-@spec(
-    body=LoginIn, response=UserOut, rate_limited=True, failures={401: "Wrong e-mail or password."}
+@endpoint(
+    LoginIn,
+    UserOut,
+    limits=(login_per_ip, login_per_email),
+    failures={401: "Wrong e-mail or password."},
 )
-def login():
+def login(data):
     """Sign in; answers the user and sets the session cookie."""
-    data = load_body(LoginIn())
     user = find_user_by_email(data["email"])
     # Unknown, wrong and not-yet-registered all cost one hash check and get the same answer.
     if not verify_password(user.password_hash if user else None, data["password"]):
@@ -36,14 +32,12 @@ def login():
     record_login(user)
     sign_in(user, remember=data["remember"])
     db.session.commit()
-    return user_out.dump(user)
+    return user
 
 
 @bp.post("/logout")
-@login_required
-@spec(status=204)
+@endpoint(status=204, access=Access.LOGIN)
 def logout():
     """Sign out; the server forgets the session, so a copied cookie stops working."""
     logout_user()
     session.clear()
-    return no_content()

@@ -6,7 +6,7 @@ itself costs for a 20-item JSON answer.
 
 from flask import Blueprint, jsonify
 
-from ..openapi import spec
+from ..endpoints import endpoint
 
 bp = Blueprint("bench", __name__)
 
@@ -26,7 +26,7 @@ ITEMS = [
 
 
 @bp.get("/bench/bare")
-@spec()
+@endpoint()
 def bare():
     """A fixed 20-item JSON page (bench mode only)."""
     return jsonify({"items": ITEMS, "page": 1, "perPage": 20, "total": 20})

@@ -1,26 +1,24 @@
 """/categories: two levels (categories and their subcategories); anyone reads, supers write."""
 
+import uuid
 from typing import Any
 
 from flask import Blueprint
 from sqlalchemy import Select, select
 from sqlalchemy.orm import joinedload
 
-from ..access import require_super
-from ..bodies import load_body
+from ..endpoints import Access, endpoint
 from ..errors import invalid
 from ..extensions import db
 from ..models import Business, Category, Employer
 from ..models.listing import refresh_search_of_subcategory
-from ..openapi import spec
+from ..pagination import paginate, sort_fields
 from ..schemas.base import TargetSchema
 from ..schemas.categories import CategoryIn, CategoryListArgs, CategoryOut, CategoryUpdate
-from .common import by_slug_or_422, find_target, id_by_slug, refuse_if_used
-from .resources import create_named, delete_unused, register_reads, update_named
+from .changes import create_named, delete_unused, refuse_if_used, update_named
+from .lookups import by_slug_or_422, find_target, get_or_404, id_by_slug, named_by_path
 
 bp = Blueprint("categories", __name__, url_prefix="/categories")
-
-category_out = CategoryOut()
 
 
 def resolve_parent(slug: str | None, category: Category | None = None) -> Category | None:
@@ -54,33 +52,39 @@ def filter_categories(stmt: Select, args: dict[str, Any]) -> Select:
     return stmt
 
 
-register_reads(
-    bp,
-    Category,
-    CategoryOut,
-    what="category",
-    list_args=CategoryListArgs,
-    filters=filter_categories,
-    options=(joinedload(Category.parent),),
-)
+CategoryArgs = CategoryListArgs.sorted_by(sort_fields(Category), default="name")
+# What the output shows, loaded with the page.
+WITH_PARENT = (joinedload(Category.parent),)
+
+
+@bp.get("/", endpoint="list")
+@endpoint(response=CategoryOut, query=CategoryArgs, paged=True)
+def list_categories(args):
+    """List categories and subcategories (paged, sortable; filter by `parent`, `topLevel`)."""
+    return paginate(filter_categories(select(Category), args), args, options=WITH_PARENT)
+
+
+@bp.get("/slug/<slug:item_slug>", endpoint="get_by_slug")
+@bp.get("/id/<uuid:item_id>", endpoint="get_by_id")
+@endpoint(response=CategoryOut)
+def get_category(item_slug: str | None = None, item_id: uuid.UUID | None = None):
+    """Get one category by slug or by id."""
+    found_by = named_by_path(Category, item_slug, item_id)
+    return get_or_404(Category, found_by, what="category", options=WITH_PARENT)
 
 
 @bp.post("/")
-@require_super
-@spec(body=CategoryIn, response=CategoryOut, status=201, conflicts=True, not_found=True)
-def create_category():
+@endpoint(CategoryIn, CategoryOut, status=201, access=Access.SUPER, conflicts=True, not_found=True)
+def create_category(data):
     """Create a category, or a subcategory when `parent` names a top-level category."""
-    data = load_body(CategoryIn())
     data["parent"] = resolve_parent(data.get("parent"))
-    return create_named(Category, category_out, data)
+    return create_named(Category, data)
 
 
 @bp.put("/")
-@require_super
-@spec(body=CategoryUpdate, response=CategoryOut, conflicts=True, not_found=True)
-def update_category():
+@endpoint(CategoryUpdate, CategoryOut, access=Access.SUPER, conflicts=True, not_found=True)
+def update_category(data):
     """Change the category named in the body by `id` or current `slug`."""
-    data = load_body(CategoryUpdate())
     category = find_target(Category, data, what="category")
     if "parent" in data:
         data["parent"] = resolve_parent(data["parent"], category)
@@ -89,15 +93,14 @@ def update_category():
             refuse_if_used("subcategory", listings_using(category))
     # Listings search their subcategory's name: a rename reaches them in the same commit.
     refresh = (lambda: refresh_search_of_subcategory(category)) if "name" in data else None
-    return update_named(category, category_out, data, also=refresh)
+    return update_named(category, data, also=refresh)
 
 
 @bp.delete("/")
-@require_super
-@spec(body=TargetSchema, status=204, conflicts=True, not_found=True)
-def delete_category():
+@endpoint(TargetSchema, status=204, access=Access.SUPER, conflicts=True, not_found=True)
+def delete_category(target):
     """Delete the category named in the body, unless something still uses it."""
-    category = find_target(Category, load_body(TargetSchema()), what="category")
+    category = find_target(Category, target, what="category")
     subcategories = select(Category.id).where(Category.parent_id == category.id)
     uses = {"subcategories": subcategories, **listings_using(category)}
     return delete_unused(category, "category", uses)

@@ -2,13 +2,14 @@
 
 from flask import Blueprint, current_app, jsonify
 
-from ..openapi import build_openapi, spec
+from ..endpoints import endpoint
+from ..openapi import build_openapi
 
 bp = Blueprint("docs", __name__)
 
 
 @bp.get("/openapi.json")
-@spec()
+@endpoint()
 def openapi_document():
     """The OpenAPI 3.1 document of this API."""
     document = current_app.extensions.get("openapi_document")

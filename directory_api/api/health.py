@@ -6,9 +6,9 @@ from redis.exceptions import RedisError
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..endpoints import endpoint
 from ..errors import problem
 from ..extensions import db
-from ..openapi import spec
 from ..schemas.common import ReadyOut, StatusOut
 from ..timeouts import redis_options
 
@@ -44,7 +44,7 @@ def redis_ok(url: str) -> bool:
 
 
 @bp.get("/health")
-@spec(response=StatusOut)
+@endpoint(response=StatusOut)
 def health():
     """Liveness: 200 when the database answers, else 503."""
     if not database_ok():
@@ -53,7 +53,7 @@ def health():
 
 
 @bp.get("/health/ready")
-@spec(response=ReadyOut)
+@endpoint(response=ReadyOut)
 def ready():
     """Readiness: the database and, when configured, Redis; 503 naming what failed."""
     checks = {"database": "ok" if database_ok() else "down"}

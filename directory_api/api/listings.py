@@ -4,16 +4,14 @@ Anyone reads and searches; the location's owners and admins (and supers) write. 
 DELETE name their target in the body by `id` or current `slug`.
 """
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint, g
+from flask import Blueprint
 from sqlalchemy import Select, case, literal_column, select, text
 from sqlalchemy.orm import joinedload, selectinload
 
-from ..access import require_location_access
-from ..bodies import load_body
+from ..endpoints import Access, endpoint
 from ..errors import abort, invalid
 from ..extensions import db
 from ..models import (
@@ -28,13 +26,12 @@ from ..models import (
     Vote,
 )
 from ..models.listing import fold
-from ..openapi import spec
-from ..pagination import page_response, parse_list_args, sort_fields
+from ..pagination import paginate, sort_fields
 from ..schemas.base import CONTROL, CONTROL_CHARACTERS, WHITESPACE, TargetSchema
 from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
 from ..types import SQLITE_SEARCH_TABLE
-from .common import by_slug_or_422, find_target, id_by_slug
-from .resources import create_named, delete_unused, register_reads, update_named
+from .changes import create_named, delete_unused, update_named
+from .lookups import by_slug_or_422, find_target, get_or_404, id_by_slug, named_by_path
 
 MIN_TERM, MAX_TERM = 2, 100
 # The same rule for the OpenAPI document: 2 to 100 characters once stripped, none of them
@@ -43,16 +40,6 @@ TERM_PATTERN = (
     f"^[{WHITESPACE}]*[^{WHITESPACE}{CONTROL}][^{CONTROL}]{{{MIN_TERM - 2},{MAX_TERM - 2}}}"
     f"[^{WHITESPACE}{CONTROL}][{WHITESPACE}]*$"
 )
-
-
-def location_id_or_404(slug: str) -> uuid.UUID:
-    """The id of the location in the path, looked up once per request."""
-    known = g.setdefault("location_ids", {})
-    if slug not in known:
-        known[slug] = db.session.scalar(select(Location.id).where(Location.slug == slug))
-    if known[slug] is None:
-        abort(404, "No such location.")
-    return known[slug]
 
 
 def resolve_subcategory(slug: str | None) -> Category | None:
@@ -154,57 +141,52 @@ def listings_blueprint(
     model: type[Listing], plural: str, noun: str, uses: Callable[[Listing], dict[str, Select]]
 ) -> Blueprint:
     bp = Blueprint(plural, __name__, url_prefix=f"/locations/<slug:slug>/{plural}")
-    # What the output shows, loaded with the page: a constant number of queries per list.
+    # What the output shows, loaded with the row.
     load = (joinedload(model.subcategory), selectinload(model.socials))
-    sortable = sort_fields(model)
-    one, many = ListingOut(), ListingOut(many=True)
-    search_args = ListingListArgs()
+    list_args = ListingListArgs.sorted_by(sort_fields(model), default="name")
+    search_args = ListingListArgs.sorted_by(sort_fields(model))  # default: by relevance
+    kind = model.__mapper__.polymorphic_identity
 
-    def in_location(slug: str) -> list[Any]:
-        return [model.location_id == location_id_or_404(slug)]
-
-    def filter_subcategory(stmt: Select, args: dict[str, Any]) -> Select:
+    def filtered(location: Location, args: dict[str, Any], *criteria: Any) -> Select:
+        stmt = select(model).where(model.location_id == location.id, *criteria)
         if "subcategory" in args:
             stmt = stmt.where(model.subcategory_id == id_by_slug(Category, args["subcategory"]))
         return stmt
 
-    def stored_total(args: dict[str, Any], slug: str) -> int | None:
-        """The unfiltered list's total, kept by the ORM; a filtered list counts its rows."""
-        if "subcategory" in args:
-            return None
+    def stored_total(location: Location) -> int:
+        """The unfiltered list's total, kept by the ORM (no COUNT over the location)."""
         total = db.session.scalar(
             select(ListingCount.total).where(
-                ListingCount.location_id == location_id_or_404(slug),
-                ListingCount.kind == model.__mapper__.polymorphic_identity,
+                ListingCount.location_id == location.id, ListingCount.kind == kind
             )
         )
         return total or 0
 
-    register_reads(
-        bp,
-        model,
-        ListingOut,
-        what=noun,
-        list_args=ListingListArgs,
-        filters=filter_subcategory,
-        scope=in_location,
-        options=load,
-        stored_total=stored_total,
-        fetch=fetch_listings,
-    )
+    def target_of(location: Location, data: dict[str, Any]) -> Listing:
+        return find_target(model, data, model.location_id == location.id, what=noun)
+
+    @bp.get("/", endpoint="list")
+    @endpoint(response=ListingOut, query=list_args, paged=True)
+    def list_listings(args, location: Location):
+        total = None if "subcategory" in args else stored_total(location)
+        return paginate(filtered(location, args), args, total=total, fetch=fetch_listings)
+
+    @bp.get("/slug/<slug:item_slug>", endpoint="get_by_slug")
+    @bp.get("/id/<uuid:item_id>", endpoint="get_by_id")
+    @endpoint(response=ListingOut)
+    def get_listing(location: Location, item_slug=None, item_id=None):
+        criteria = (model.location_id == location.id, named_by_path(model, item_slug, item_id))
+        return get_or_404(model, *criteria, what=noun, options=load)
 
     @bp.get("/search/<term>")
-    @spec(
+    @endpoint(
         response=ListingOut,
-        query=ListingListArgs,
+        query=search_args,
         paged=True,
-        sortable=sortable,
         # 2 to 100 characters once surrounding spaces are trimmed.
         path={"term": {"minLength": MIN_TERM, "pattern": TERM_PATTERN}},
     )
-    def search(slug: str, term: str):
-        """Search by words in name, branch, description and subcategory (accents ignored)."""
-        criteria = in_location(slug)
+    def search(args, location: Location, term: str):
         term = term.strip()
         problem = None
         if not MIN_TERM <= len(term) <= MAX_TERM:
@@ -214,11 +196,11 @@ def listings_blueprint(
             problem = "Contains control characters."
         if problem:
             abort(422, "The query has invalid parameters.", errors={"term": [problem]})
-        args = parse_list_args(search_args)
         folded = fold(term)
         words = [escape_like(word) for word in folded.split()]
-        stmt = select(model).where(
-            *criteria,
+        stmt = filtered(
+            location,
+            args,
             *sqlite_search_index(folded.split()),
             *(model.search_text.like(f"%{word}%", escape="\\") for word in words),
         )
@@ -229,45 +211,32 @@ def listings_blueprint(
             (model.search_name.like(f"%{whole}%", escape="\\"), 2),
             else_=3,
         )
-        return page_response(
-            filter_subcategory(stmt, args),
-            args,
-            many.dump,
-            sortable=sortable,
-            default_sort=[relevance, model.name],
-            tiebreak=model.id,
-            fetch=fetch_listings,
-        )
-
-    search.__doc__ = f"Search the {plural} of a location (accent- and case-insensitive)."
+        return paginate(stmt, args, default_order=[relevance, model.name], fetch=fetch_listings)
 
     @bp.post("/")
-    @require_location_access
-    @spec(body=ListingIn, response=ListingOut, status=201, conflicts=True)
-    def create(location: Location):
-        data = load_body(ListingIn())
+    @endpoint(ListingIn, ListingOut, status=201, access=Access.ACCESS, conflicts=True)
+    def create(data, location: Location):
         resolve_references(data)
         data["location"] = location
-        return create_named(model, one, data, model.location_id == location.id)
+        return create_named(model, data, model.location_id == location.id)
 
     @bp.put("/")
-    @require_location_access
-    @spec(body=ListingUpdate, response=ListingOut, conflicts=True, not_found=True)
-    def update(location: Location):
-        data = load_body(ListingUpdate())
-        item = find_target(model, data, model.location_id == location.id, what=noun)
+    @endpoint(ListingUpdate, ListingOut, access=Access.ACCESS, conflicts=True, not_found=True)
+    def update(data, location: Location):
+        item = target_of(location, data)
         resolve_references(data)
-        return update_named(item, one, data, model.location_id == location.id)
+        return update_named(item, data, model.location_id == location.id)
 
     @bp.delete("/")
-    @require_location_access
-    @spec(body=TargetSchema, status=204, conflicts=True, not_found=True)
-    def delete(location: Location):
-        target = find_target(
-            model, load_body(TargetSchema()), model.location_id == location.id, what=noun
-        )
-        return delete_unused(target, noun, uses(target))
+    @endpoint(TargetSchema, status=204, access=Access.ACCESS, conflicts=True, not_found=True)
+    def delete(target, location: Location):
+        item = target_of(location, target)
+        return delete_unused(item, noun, uses(item))
 
+    # One function serves both kinds: each blueprint's views say which in their summary.
+    list_listings.__doc__ = f"List the {plural} of a location (paged, sortable)."
+    get_listing.__doc__ = f"Get one {noun} by slug or by id."
+    search.__doc__ = f"Search the {plural} of a location (accent- and case-insensitive)."
     create.__doc__ = f"Create a {noun} at the location (its owners and admins)."
     update.__doc__ = f"Change the {noun} named in the body by `id` or current `slug`."
     delete.__doc__ = f"Delete the {noun} named in the body."

@@ -1,18 +1,18 @@
 """/locations: anyone reads; supers create, change and delete; owners change the basics."""
 
+import uuid
 from typing import Any
 
 from flask import Blueprint
 from flask_login import current_user
 from sqlalchemy import Select, select
 
-from ..access import get_location_or_404, require_location_owner, require_super
 from ..accounts import drop_invitation_if_roleless
-from ..bodies import load_body
+from ..endpoints import Access, endpoint
 from ..errors import abort
 from ..extensions import db
 from ..models import Business, Employer, Location, Membership, Region, User, Vote
-from ..openapi import spec
+from ..pagination import paginate, sort_fields
 from ..schemas.locations import (
     OWNER_FIELDS,
     LocationIn,
@@ -20,11 +20,10 @@ from ..schemas.locations import (
     LocationOut,
     LocationUpdate,
 )
-from .common import by_slug_or_422, id_by_slug, no_content, refuse_if_used
-from .resources import create_named, register_reads, update_named
+from .changes import create_named, refuse_if_used, update_named
+from .lookups import by_slug_or_422, get_or_404, id_by_slug, named_by_path
 
 bp = Blueprint("locations", __name__, url_prefix="/locations")
-location_out = LocationOut()
 # /locations/slug/… and /locations/id/… are lookups, so no location may be called that.
 RESERVED_SLUGS = frozenset({"slug", "id"})
 # Attribute name → the name clients use.
@@ -39,14 +38,22 @@ def filter_locations(stmt: Select, args: dict[str, Any]) -> Select:
     return stmt
 
 
-register_reads(
-    bp,
-    Location,
-    LocationOut,
-    what="location",
-    list_args=LocationListArgs,
-    filters=filter_locations,
-)
+LocationArgs = LocationListArgs.sorted_by(sort_fields(Location), default="name")
+
+
+@bp.get("/", endpoint="list")
+@endpoint(response=LocationOut, query=LocationArgs, paged=True)
+def list_locations(args):
+    """List the locations (paged, sortable; filter by `region`, `directoryLocation`)."""
+    return paginate(filter_locations(select(Location), args), args)
+
+
+@bp.get("/slug/<slug:item_slug>", endpoint="get_by_slug")
+@bp.get("/id/<uuid:item_id>", endpoint="get_by_id")
+@endpoint(response=LocationOut)
+def get_location(item_slug: str | None = None, item_id: uuid.UUID | None = None):
+    """Get one location by slug or by id."""
+    return get_or_404(Location, named_by_path(Location, item_slug, item_id), what="location")
 
 
 def resolve_region(data: dict[str, Any]) -> None:
@@ -56,35 +63,29 @@ def resolve_region(data: dict[str, Any]) -> None:
 
 
 @bp.post("/")
-@require_super
-@spec(body=LocationIn, response=LocationOut, status=201, conflicts=True)
-def create_location():
+@endpoint(LocationIn, LocationOut, status=201, access=Access.SUPER, conflicts=True)
+def create_location(data):
     """Create a location."""
-    data = load_body(LocationIn())
     resolve_region(data)
-    return create_named(Location, location_out, data, reserved=RESERVED_SLUGS)
+    return create_named(Location, data, reserved=RESERVED_SLUGS)
 
 
 @bp.put("/slug/<slug:slug>")
-@require_location_owner
-@spec(body=LocationUpdate, response=LocationOut, conflicts=True)
-def update_location(location: Location):
+@endpoint(LocationUpdate, LocationOut, access=Access.OWNER, conflicts=True)
+def update_location(data, location: Location):
     """Change a location: supers change everything, its owners only the descriptive fields."""
-    data = load_body(LocationUpdate())
     if not current_user.is_super:
         reserved = sorted(FIELD_NAMES[name] for name in set(data) - OWNER_FIELDS)
         if reserved:
             abort(403, "Only a super may change " + ", ".join(reserved) + ".", fields=reserved)
     resolve_region(data)
-    return update_named(location, location_out, data, reserved=RESERVED_SLUGS)
+    return update_named(location, data, reserved=RESERVED_SLUGS)
 
 
 @bp.delete("/slug/<slug:slug>")
-@require_super
-@spec(status=204, conflicts=True)
-def delete_location(slug: str):
+@endpoint(status=204, access=Access.SUPER, conflicts=True)
+def delete_location(location: Location):
     """Delete a location that has no businesses, employers or votes left."""
-    location = get_location_or_404(slug)
     refuse_if_used(
         "location",
         {
@@ -103,4 +104,3 @@ def delete_location(slug: str):
     for user in invited:
         drop_invitation_if_roleless(user)
     db.session.commit()
-    return no_content()

@@ -5,14 +5,12 @@ import uuid
 from flask import Blueprint, session
 from flask_login import current_user
 
-from ..access import login_required
 from ..accounts import find_user_by_email, give_role, record_login, set_password, sign_in
-from ..bodies import load_body
+from ..endpoints import Access, endpoint
 from ..errors import abort, invalid
 from ..extensions import db
 from ..limits import login_per_ip, reset_per_email, reset_per_ip, token_endpoints
 from ..models import TokenPurpose, User
-from ..openapi import spec
 from ..outbox import queue_mail
 from ..schemas.common import DetailOut
 from ..schemas.passwords import password_problems
@@ -27,11 +25,11 @@ from ..schemas.users import (
 )
 from ..security import verify_password
 from ..tokens import issue_token, redeem_grant, redeem_token, void_tokens
-from .common import apply_changes, get_or_404, no_content
+from .changes import apply_changes
+from .lookups import get_or_404
 
 bp = Blueprint("me", __name__, url_prefix="/me")
 
-user_out = UserOut()
 RESET_STARTED = {"detail": "If the address belongs to an account, a reset link is on its way."}
 
 
@@ -46,32 +44,28 @@ def signed_in_user() -> User:
 
 
 @bp.get("/")
-@login_required
-@spec(response=UserOut)
+@endpoint(response=UserOut, access=Access.LOGIN)
 def get_me():
     """The signed-in user, with their roles."""
-    return user_out.dump(signed_in_user())
+    return signed_in_user()
 
 
 @bp.put("/id/<uuid:user_id>")
-@login_required
-@spec(body=UserUpdate, response=UserOut)
-def update_user(user_id: uuid.UUID):
+@endpoint(UserUpdate, UserOut, access=Access.LOGIN)
+def update_user(data, user_id: uuid.UUID):
     """Change a user's name and phone: your own, or anyone's as a super."""
     if current_user.id != user_id and not current_user.is_super:
         abort(403, "You may only change your own details.")
     user = get_or_404(User, User.id == user_id, what="user")
-    apply_changes(user, load_body(UserUpdate()))
+    apply_changes(user, data)
     db.session.commit()
-    return user_out.dump(user)
+    return user
 
 
 @bp.post("/register/<uuid:user_id>")
-@token_endpoints
-@spec(body=RegisterIn, response=UserOut, rate_limited=True)
-def register(user_id: uuid.UUID):
+@endpoint(RegisterIn, UserOut, limits=(token_endpoints,))
+def register(data, user_id: uuid.UUID):
     """Accept an invitation: set a password (and name) with the token from the e-mail."""
-    data = load_body(RegisterIn())
     user = db.session.get(User, user_id)
     token = redeem_token(data["token"], TokenPurpose.INVITATION)
     if (
@@ -89,30 +83,25 @@ def register(user_id: uuid.UUID):
     record_login(user)
     sign_in(user)
     db.session.commit()
-    return user_out.dump(user)
+    return user
 
 
 @bp.post("/password-reset")
-@reset_per_ip
-@reset_per_email
-@spec(body=PasswordResetStartIn, response=DetailOut, status=202, rate_limited=True)
-def start_password_reset():
+@endpoint(PasswordResetStartIn, DetailOut, status=202, limits=(reset_per_ip, reset_per_email))
+def start_password_reset(data):
     """Send a reset link to an active account; the answer never says whether one exists."""
-    data = load_body(PasswordResetStartIn())
     user = find_user_by_email(data["email"])
     if user is not None and user.status == "active":
         token = issue_token(user, TokenPurpose.PASSWORD_RESET)
         queue_mail(user.email, "password_reset", user=user, token=token)
         db.session.commit()
-    return RESET_STARTED, 202
+    return RESET_STARTED
 
 
 @bp.post("/password-reset/<token>")
-@token_endpoints
-@spec(body=PasswordResetIn, status=204, rate_limited=True)
-def complete_password_reset(token: str):
+@endpoint(PasswordResetIn, status=204, limits=(token_endpoints,))
+def complete_password_reset(data, token: str):
     """Set a new password with a reset token; every session of the account ends."""
-    data = load_body(PasswordResetIn())
     found = redeem_token(token, TokenPurpose.PASSWORD_RESET)
     user = db.session.get(User, found.user_id) if found else None
     if user is None or user.status != "active":
@@ -121,16 +110,12 @@ def complete_password_reset(token: str):
     set_password(user, data["password"])
     queue_mail(user.email, "password_changed", user=user)
     db.session.commit()
-    return no_content()
 
 
 @bp.post("/password-update")
-@login_required
-@login_per_ip
-@spec(body=PasswordUpdateIn, status=204, rate_limited=True)
-def update_password():
+@endpoint(PasswordUpdateIn, status=204, access=Access.LOGIN, limits=(login_per_ip,))
+def update_password(data):
     """Change your password; your other sessions end, this one stays signed in."""
-    data = load_body(PasswordUpdateIn())
     user = signed_in_user()
     if not verify_password(user.password_hash, data["current_password"]):
         abort(403, "The current password is wrong.")
@@ -140,16 +125,19 @@ def update_password():
     queue_mail(user.email, "password_changed", user=user)
     sign_in(user, remember=remember)
     db.session.commit()
-    return no_content()
 
 
 @bp.post("/email-update")
-@login_required
-@login_per_ip
-@spec(body=EmailUpdateIn, response=DetailOut, status=202, conflicts=True, rate_limited=True)
-def start_email_update():
+@endpoint(
+    EmailUpdateIn,
+    DetailOut,
+    status=202,
+    access=Access.LOGIN,
+    conflicts=True,
+    limits=(login_per_ip,),
+)
+def start_email_update(data):
     """Ask to change your e-mail address; the new address must confirm it."""
-    data = load_body(EmailUpdateIn())
     user = signed_in_user()
     if not verify_password(user.password_hash, data["password"]):
         abort(403, "The password is wrong.")
@@ -162,12 +150,11 @@ def start_email_update():
     queue_mail(new_email, "email_update_confirm", user=user, new_email=new_email, token=token)
     queue_mail(user.email, "email_update_requested", user=user, new_email=new_email)
     db.session.commit()
-    return {"detail": "Confirm the change from the message sent to the new address."}, 202
+    return {"detail": "Confirm the change from the message sent to the new address."}
 
 
 @bp.post("/email-update/<token>")
-@token_endpoints
-@spec(response=UserOut, conflicts=True, rate_limited=True)
+@endpoint(response=UserOut, conflicts=True, limits=(token_endpoints,))
 def confirm_email_update(token: str):
     """Apply an e-mail change with the token sent to the new address."""
     found = redeem_token(token, TokenPurpose.EMAIL_UPDATE)
@@ -181,13 +168,11 @@ def confirm_email_update(token: str):
     void_tokens(user, TokenPurpose.PASSWORD_RESET)
     queue_mail(old_email, "email_changed", user=user, new_email=user.email)
     db.session.commit()
-    return user_out.dump(user)
+    return user
 
 
 @bp.post("/roles/accept/<token>")
-@login_required
-@token_endpoints
-@spec(response=UserOut, rate_limited=True)
+@endpoint(response=UserOut, access=Access.LOGIN, limits=(token_endpoints,))
 def accept_role(token: str):
     """Accept a role offered to you by mail: you hold it from now on."""
     user = signed_in_user()
@@ -196,4 +181,4 @@ def accept_role(token: str):
         abort(404, "This role offer is invalid, used, expired or not yours.")
     give_role(user, grant.role, grant.location_id)
     db.session.commit()
-    return user_out.dump(user)
+    return user

@@ -5,57 +5,62 @@ their role at this location.
 """
 
 import uuid
-from collections.abc import Callable
+from typing import Any
 
-from flask import Blueprint, Response, url_for
-from flask.typing import ResponseReturnValue
+from flask import Blueprint
 from sqlalchemy import Select, select
 from sqlalchemy.orm import selectinload
 
-from ..access import check_may_edit_details, require_location_role
+from ..access import check_may_edit_details
 from ..accounts import Invitation, drop_invitation_if_roleless, invite
-from ..bodies import load_body
+from ..endpoints import Access, Answer, endpoint
 from ..errors import abort
 from ..extensions import db
 from ..models import GrantedRole, Location, Membership, Role, User
-from ..openapi import spec
-from ..pagination import ListArgs, page_response, parse_list_args, sort_fields
+from ..pagination import ListArgs, Page, paginate, sort_fields
 from ..schemas.users import ExistingUserOut, InviteIn, UserOut, UserUpdate
-from .common import apply_changes, created, no_content
+from .changes import apply_changes, created
 
-SORTABLE = sort_fields(User, "email")
-existing_user_out = ExistingUserOut()
+UserArgs = ListArgs.sorted_by(sort_fields(User, "email"), default="email")
+WITH_ROLES = (selectinload(User.memberships),)
 
 
-def invitation_answer(invitation: Invitation, out: UserOut, location: str) -> ResponseReturnValue:
-    """201. A user the invitation created is shown in full; an account that existed shows
-    only its id, e-mail and status (API.md 9). A role waiting for consent has no address
-    yet, so that answer names none."""
-    user = invitation.user
-    body = existing_user_out.dump(user) if invitation.existed else out.dump(user)
+class AtLocation:
+    """A user seen through one location: the roles it shows are the ones held there."""
+
+    def __init__(self, user: User, location: Location) -> None:
+        self.user, self.location = user, location
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.user, name)
+
+    @property
+    def memberships(self) -> list[Membership]:
+        return [m for m in self.user.memberships if m.location_id == self.location.id]
+
+
+def invitation_answer(invitation: Invitation, user: Any, endpoint_name: str) -> Answer:
+    """201 showing `user`. A user the invitation created is shown in full; an account that
+    existed shows only its id, e-mail and status (API.md 9). A role waiting for consent has
+    no address yet, so that answer names none."""
+    shown = created(user, endpoint_name, user_id=invitation.user.id)
+    if invitation.existed:
+        shown.schema = ExistingUserOut
     if invitation.pending:
-        return body, 201
-    return created(body, location)
+        shown.headers = {}
+    return shown
 
 
-def user_page(stmt: Select, out: UserOut) -> Response:
-    """One page of users (owners, admins or supers), sorted by e-mail by default."""
-    return page_response(
-        stmt,
-        parse_list_args(),
-        out.dump,
-        sortable=SORTABLE,
-        default_sort="email",
-        tiebreak=User.id,
-        options=(selectinload(User.memberships),),
-    )
+def user_page(stmt: Select, args: dict[str, Any]) -> Page:
+    """One page of users (owners, admins or supers), with their roles."""
+    return paginate(stmt, args, options=WITH_ROLES)
 
 
-def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
+def members_blueprint(role: Role, managed_by: Access) -> Blueprint:
     bp = Blueprint(f"{role.value}s", __name__, url_prefix=f"/locations/<slug:slug>/{role.value}s")
     noun = role.value
 
-    def members(location: Location):
+    def members(location: Location) -> Select:
         return (
             select(User)
             .join(Membership, Membership.user_id == User.id)
@@ -69,43 +74,38 @@ def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
         return user
 
     @bp.get("/")
-    @managed_by
-    @spec(response=UserOut, query=ListArgs, paged=True, sortable=SORTABLE)
-    def list_members(location: Location):
+    @endpoint(response=UserOut, query=UserArgs, paged=True, access=managed_by)
+    def list_members(args, location: Location):
         """List the users holding this role at the location."""
-        return user_page(members(location), UserOut(many=True, location=location))
+        page = user_page(members(location), args)
+        page.items = [AtLocation(user, location) for user in page.items]
+        return page
 
     @bp.get("/id/<uuid:user_id>")
-    @managed_by
-    @spec(response=UserOut)
+    @endpoint(response=UserOut, access=managed_by)
     def get_member(location: Location, user_id: uuid.UUID):
         """Get one user holding this role at the location."""
-        return UserOut(location=location).dump(member_or_404(location, user_id))
+        return AtLocation(member_or_404(location, user_id), location)
 
     @bp.post("/")
-    @managed_by
-    @spec(body=InviteIn, response=(UserOut, ExistingUserOut), status=201, conflicts=True)
-    def invite_member(location: Location):
+    @endpoint(InviteIn, (UserOut, ExistingUserOut), status=201, access=managed_by, conflicts=True)
+    def invite_member(data, location: Location):
         """Offer the role to an address: a new user is invited, an existing one asked to accept."""
-        data = load_body(InviteIn())
         invitation = invite(data["email"], data.get("name"), GrantedRole(role), location)
-        url = url_for(".get_member", slug=location.slug, user_id=invitation.user.id)
-        return invitation_answer(invitation, UserOut(location=location), url)
+        return invitation_answer(invitation, AtLocation(invitation.user, location), "get_member")
 
     @bp.put("/id/<uuid:user_id>")
-    @managed_by
-    @spec(body=UserUpdate, response=UserOut)
-    def update_member(location: Location, user_id: uuid.UUID):
+    @endpoint(UserUpdate, UserOut, access=managed_by)
+    def update_member(data, location: Location, user_id: uuid.UUID):
         """Change a member's name and phone."""
         user = member_or_404(location, user_id)
         check_may_edit_details(user)
-        apply_changes(user, load_body(UserUpdate()))
+        apply_changes(user, data)
         db.session.commit()
-        return UserOut(location=location).dump(user)
+        return AtLocation(user, location)
 
     @bp.delete("/id/<uuid:user_id>")
-    @managed_by
-    @spec(status=204)
+    @endpoint(status=204, access=managed_by)
     def remove_member(location: Location, user_id: uuid.UUID):
         """Take the role away; the account stays."""
         user = member_or_404(location, user_id)
@@ -113,10 +113,9 @@ def members_blueprint(role: Role, managed_by: Callable) -> Blueprint:
         db.session.flush()
         drop_invitation_if_roleless(user)
         db.session.commit()
-        return no_content()
 
     return bp
 
 
-owners = members_blueprint(Role.OWNER, require_location_role())  # supers only
-admins = members_blueprint(Role.ADMIN, require_location_role(Role.OWNER))
+owners = members_blueprint(Role.OWNER, Access.SUPER)
+admins = members_blueprint(Role.ADMIN, Access.OWNER)

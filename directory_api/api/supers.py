@@ -2,24 +2,21 @@
 
 import uuid
 
-from flask import Blueprint, url_for
+from flask import Blueprint
 from sqlalchemy import select
 
-from ..access import check_may_edit_details, require_super
+from ..access import check_may_edit_details
 from ..accounts import drop_invitation_if_roleless, invite
-from ..bodies import load_body
+from ..endpoints import Access, endpoint
 from ..errors import abort
 from ..extensions import db
 from ..models import GrantedRole, User
-from ..openapi import spec
-from ..pagination import ListArgs
 from ..schemas.users import ExistingUserOut, InviteIn, UserOut, UserUpdate
-from .common import apply_changes, get_or_404, no_content
-from .members import SORTABLE, invitation_answer, user_page
+from .changes import apply_changes
+from .lookups import get_or_404
+from .members import UserArgs, invitation_answer, user_page
 
 bp = Blueprint("supers", __name__, url_prefix="/supers")
-
-user_out, users_out = UserOut(), UserOut(many=True)
 
 
 def super_or_404(user_id: uuid.UUID) -> User:
@@ -27,47 +24,40 @@ def super_or_404(user_id: uuid.UUID) -> User:
 
 
 @bp.get("/")
-@require_super
-@spec(response=UserOut, query=ListArgs, paged=True, sortable=SORTABLE)
-def list_supers():
+@endpoint(response=UserOut, query=UserArgs, paged=True, access=Access.SUPER)
+def list_supers(args):
     """List the supers."""
-    return user_page(select(User).where(User.is_super.is_(True)), users_out)
+    return user_page(select(User).where(User.is_super.is_(True)), args)
 
 
 @bp.get("/id/<uuid:user_id>")
-@require_super
-@spec(response=UserOut)
+@endpoint(response=UserOut, access=Access.SUPER)
 def get_super(user_id: uuid.UUID):
     """Get one super."""
-    return user_out.dump(super_or_404(user_id))
+    return super_or_404(user_id)
 
 
 @bp.post("/")
-@require_super
-@spec(body=InviteIn, response=(UserOut, ExistingUserOut), status=201, conflicts=True)
-def invite_super():
+@endpoint(InviteIn, (UserOut, ExistingUserOut), status=201, access=Access.SUPER, conflicts=True)
+def invite_super(data):
     """Offer super rights to an address: a new user is invited, an existing one asked."""
-    data = load_body(InviteIn())
     invitation = invite(data["email"], data.get("name"), GrantedRole.SUPER)
-    url = url_for(".get_super", user_id=invitation.user.id)
-    return invitation_answer(invitation, user_out, url)
+    return invitation_answer(invitation, invitation.user, "get_super")
 
 
 @bp.put("/id/<uuid:user_id>")
-@require_super
-@spec(body=UserUpdate, response=UserOut)
-def update_super(user_id: uuid.UUID):
+@endpoint(UserUpdate, UserOut, access=Access.SUPER)
+def update_super(data, user_id: uuid.UUID):
     """Change a super's name and phone."""
     user = super_or_404(user_id)
     check_may_edit_details(user)
-    apply_changes(user, load_body(UserUpdate()))
+    apply_changes(user, data)
     db.session.commit()
-    return user_out.dump(user)
+    return user
 
 
 @bp.delete("/id/<uuid:user_id>")
-@require_super
-@spec(status=204, conflicts=True)
+@endpoint(status=204, access=Access.SUPER, conflicts=True)
 def revoke_super(user_id: uuid.UUID):
     """Take super rights away (the account stays); the last active super cannot go."""
     user = super_or_404(user_id)
@@ -82,4 +72,3 @@ def revoke_super(user_id: uuid.UUID):
     user.is_super = False
     drop_invitation_if_roleless(user)
     db.session.commit()
-    return no_content()

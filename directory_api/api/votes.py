@@ -9,25 +9,25 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
-from flask import Blueprint, current_app, url_for
+from flask import Blueprint, current_app
 from flask_login import current_user
 from sqlalchemy import Select, select
 from sqlalchemy.orm import joinedload
 
-from ..access import get_location_or_404, has_location_access, require_location_access
-from ..bodies import accepts_forms, load_body
+from ..access import has_location_access
+from ..endpoints import Access, Answer, endpoint
 from ..errors import abort
 from ..extensions import db
-from ..idempotency import idempotent
 from ..limits import votes_per_ip
 from ..models import Employer, Location, Membership, OutboxStatus, Role, User, Vote, VoteType
 from ..models.listing import fold
-from ..openapi import spec
 from ..outbox import queue_mail
-from ..pagination import page_response, parse_list_args
+from ..pagination import paginate
 from ..schemas.common import ReceivedOut, StatusOut
 from ..schemas.votes import (
-    SUBMISSIONS,
+    BtobSubmission,
+    BtocSubmission,
+    EmployerSubmission,
     PublicVoteOut,
     VoteIn,
     VoteListArgs,
@@ -35,24 +35,26 @@ from ..schemas.votes import (
     VoteTarget,
     VoteUpdate,
 )
-from .common import apply_changes, by_slug_or_422, created, get_or_404, id_by_slug, no_content
+from .changes import apply_changes, created
+from .lookups import by_slug_or_422, get_or_404, id_by_slug
 
 log = logging.getLogger(__name__)
 bp = Blueprint("votes", __name__, url_prefix="/locations/<slug:slug>/votes")
 
-SORTABLE = {
-    "createdAt": Vote.created_at,
-    "updatedAt": Vote.updated_at,
-    "businessName": Vote.business_name,
-}
-LABELS = {VoteType.BTOB: "business-to-business", VoteType.BTOC: "business-to-consumer"}
-load_employer = (joinedload(Vote.employer),)
-
-
+VoteArgs = VoteListArgs.sorted_by(
+    {
+        "createdAt": Vote.created_at,
+        "updatedAt": Vote.updated_at,
+        "businessName": Vote.business_name,
+    },
+    default="-createdAt",
+)
 # The full view for those with access to the location, the public one otherwise.
-VIEWS = {True: (VoteOut(), VoteOut(many=True)), False: (PublicVoteOut(), PublicVoteOut(many=True))}
-LIST_ARGS = VoteListArgs()
-SUBMISSION_SCHEMAS = {kind: schema() for kind, schema in SUBMISSIONS.items()}
+VIEWS = {True: VoteOut, False: PublicVoteOut}
+LABELS = {VoteType.BTOB: "business-to-business", VoteType.BTOC: "business-to-consumer"}
+WITH_EMPLOYER = (joinedload(Vote.employer),)
+# Submissions: one allowance per client IP shared by every type; `Idempotency-Key` honoured.
+SUBMISSION = {"limits": (votes_per_ip,), "forms": True, "idempotent": True}
 
 
 def visible_votes(location: Location, access: bool) -> Select:
@@ -98,27 +100,42 @@ def vote_recipients(location: Location) -> list[str]:
     return [fallback] if fallback else []
 
 
-def submit(slug: str, kind: VoteType):
-    """Take a public submission of type `kind` for the location `slug`.
+# Nothing is committed in these three: the idempotency step commits the vote or message
+# together with the answer it keeps for an `Idempotency-Key`.
+@bp.post("/submit/employer")
+@endpoint(EmployerSubmission, ReceivedOut, status=201, **SUBMISSION)
+def submit_employer(data, location: Location):
+    """Submit an employer vote (public); it awaits moderation."""
+    slug_given = data.pop("employer", None)
+    employer = (
+        employer_by_slug(location, slug_given)
+        if slug_given
+        else employer_named(location, data["business_name"])
+    )
+    vote = Vote(
+        location_id=location.id, type=VoteType.EMPLOYER, active=False, employer=employer, **data
+    )
+    db.session.add(vote)
+    db.session.flush()
+    return {"id": vote.id, "status": "received"}
 
-    Nothing is committed here: `@idempotent` commits the vote or message together with the
-    answer it keeps for an `Idempotency-Key`.
-    """
-    location = get_location_or_404(slug)
-    data = load_body(SUBMISSION_SCHEMAS[kind])
-    if kind is VoteType.EMPLOYER:
-        slug_given = data.pop("employer", None)
-        employer = (
-            employer_by_slug(location, slug_given)
-            if slug_given
-            else employer_named(location, data["business_name"])
-        )
-        vote = Vote(location_id=location.id, type=kind, active=False, employer=employer, **data)
-        db.session.add(vote)
-        db.session.flush()
-        vote_id = str(vote.id)  # read before the commit expires it (no extra SELECT)
-        return {"id": vote_id, "status": "received"}, 201
 
+@bp.post("/submit/btob")
+@endpoint(BtobSubmission, StatusOut, status=202, **SUBMISSION)
+def submit_btob(data, location: Location):
+    """Submit a business-to-business vote (public); it is mailed to the location."""
+    return mail_vote(location, VoteType.BTOB, data)
+
+
+@bp.post("/submit/btoc")
+@endpoint(BtocSubmission, StatusOut, status=202, **SUBMISSION)
+def submit_btoc(data, location: Location):
+    """Submit a business-to-consumer vote (public); it is mailed to the location."""
+    return mail_vote(location, VoteType.BTOC, data)
+
+
+def mail_vote(location: Location, kind: VoteType, data: dict[str, Any]) -> dict[str, str]:
+    """Queue a business vote to the location's recipients (kept as failed when it has none)."""
     recipients = vote_recipients(location)
     message = queue_mail(
         recipients,
@@ -136,34 +153,7 @@ def submit(slug: str, kind: VoteType):
         )
         db.session.flush()  # assigns the id the log line names
         log.error("vote for %s has no recipient; outbox message %s", location.slug, message.id)
-    return {"status": "queued"}, 202
-
-
-def submission_route(kind: VoteType) -> None:
-    """POST /submit/<type>: one route per type, so each documents its own body schema."""
-
-    def view(slug: str):
-        return submit(slug, kind)
-
-    view.__name__ = view.__qualname__ = f"submit_{kind.value}"
-    view.__doc__ = (
-        "Submit an employer vote (public); it awaits moderation."
-        if kind is VoteType.EMPLOYER
-        else f"Submit a {LABELS[kind]} vote (public); it is mailed to the location."
-    )
-    answer, status = (ReceivedOut, 201) if kind is VoteType.EMPLOYER else (StatusOut, 202)
-    documented = spec(body=SUBMISSIONS[kind], response=answer, status=status, rate_limited=True)(
-        idempotent(view)
-    )
-    bp.add_url_rule(
-        f"/submit/{kind.value}",
-        view_func=votes_per_ip(accepts_forms(documented)),
-        methods=["POST"],
-    )
-
-
-for vote_kind in VoteType:
-    submission_route(vote_kind)
+    return {"status": "queued"}
 
 
 def filter_votes(stmt: Select, args: dict[str, Any], location: Location) -> Select:
@@ -176,34 +166,24 @@ def filter_votes(stmt: Select, args: dict[str, Any], location: Location) -> Sele
 
 
 @bp.get("/")
-@spec(response=VoteOut, query=VoteListArgs, paged=True, sortable=SORTABLE)
-def list_votes(slug: str):
+@endpoint(response=VoteOut, query=VoteArgs, paged=True)
+def list_votes(args, location: Location):
     """List votes, newest first; inactive ones only for those with access."""
-    location = get_location_or_404(slug)
-    args = parse_list_args(LIST_ARGS)
     access = has_location_access(current_user, location)
     stmt = filter_votes(visible_votes(location, access), args, location)
-    return page_response(
-        stmt,
-        args,
-        VIEWS[access][1].dump,
-        sortable=SORTABLE,
-        default_sort="-createdAt",
-        tiebreak=Vote.id,
-        options=load_employer,
-    )
+    page = paginate(stmt, args, options=WITH_EMPLOYER)
+    return Answer(page, schema=VIEWS[access])
 
 
 @bp.get("/id/<uuid:vote_id>")
-@spec(response=VoteOut)
-def get_vote(slug: str, vote_id: uuid.UUID):
+@endpoint(response=VoteOut)
+def get_vote(location: Location, vote_id: uuid.UUID):
     """Get one vote; an inactive one is a 404 for anyone without access."""
-    location = get_location_or_404(slug)
     access = has_location_access(current_user, location)
     vote = db.session.scalar(visible_votes(location, access).where(Vote.id == vote_id))
     if vote is None:
         abort(404, "No such vote.")
-    return VIEWS[access][0].dump(vote)
+    return Answer(vote, schema=VIEWS[access])
 
 
 def resolve_employer(location: Location, data: dict[str, Any]) -> None:
@@ -217,38 +197,30 @@ def vote_of(location: Location, vote_id: uuid.UUID) -> Vote:
 
 
 @bp.post("/")
-@require_location_access
-@spec(body=VoteIn, response=VoteOut, status=201)
-def create_vote(location: Location):
+@endpoint(VoteIn, VoteOut, status=201, access=Access.ACCESS)
+def create_vote(data, location: Location):
     """Enter a vote by hand (an employer vote, e.g. from paper)."""
-    data = load_body(VoteIn())
     resolve_employer(location, data)
     vote = Vote(location_id=location.id, type=VoteType.EMPLOYER, **data)
     db.session.add(vote)
     db.session.commit()
-    url = url_for(".get_vote", slug=location.slug, vote_id=vote.id)
-    return created(VIEWS[True][0].dump(vote), url)
+    return created(vote, "get_vote", vote_id=vote.id)
 
 
 @bp.put("/")
-@require_location_access
-@spec(body=VoteUpdate, response=VoteOut, not_found=True)
-def update_vote(location: Location):
+@endpoint(VoteUpdate, VoteOut, access=Access.ACCESS, not_found=True)
+def update_vote(data, location: Location):
     """Moderate the vote named by `id`: activate, link an employer, correct the text."""
-    data = load_body(VoteUpdate())
     vote = vote_of(location, data.pop("id"))
     resolve_employer(location, data)
     apply_changes(vote, data)
     db.session.commit()
-    return VIEWS[True][0].dump(vote)
+    return vote
 
 
 @bp.delete("/")
-@require_location_access
-@spec(body=VoteTarget, status=204, not_found=True)
-def delete_vote(location: Location):
+@endpoint(VoteTarget, status=204, access=Access.ACCESS, not_found=True)
+def delete_vote(target, location: Location):
     """Delete the vote named by `id`."""
-    data = load_body(VoteTarget())
-    db.session.delete(vote_of(location, data["id"]))
+    db.session.delete(vote_of(location, target["id"]))
     db.session.commit()
-    return no_content()

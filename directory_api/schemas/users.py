@@ -11,7 +11,8 @@ from .passwords import Password
 
 
 class UserOut(Resource):
-    """A user. Seen through one location (owners, admins), only that location's role shows."""
+    """A user. Seen through one location (owners, admins: api/members.py `AtLocation`), only
+    that location's role shows."""
 
     email = fields.String()
     name = fields.String(allow_none=True)
@@ -36,17 +37,8 @@ class UserOut(Resource):
     class Meta:
         exclude = ("updated_at",)
 
-    def __init__(self, *args: Any, location: Any = None, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.location = location
-
     def get_roles(self, user) -> list[dict[str, str]]:
-        memberships = [
-            m
-            for m in user.memberships
-            if self.location is None or m.location_id == self.location.id
-        ]
-        memberships.sort(key=lambda m: m.location.slug)
+        memberships = sorted(user.memberships, key=lambda m: m.location.slug)
         return [{"location": m.location.slug, "role": m.role.value} for m in memberships]
 
 

@@ -2,7 +2,6 @@
 
 from marshmallow import fields
 
-from ..models import VoteType
 from ..pagination import ListArgs
 from .base import (
     BaseSchema,
@@ -40,13 +39,6 @@ class BtocSubmission(VoteSubmission):
 class EmployerSubmission(VoteSubmission):
     your_position = Text(required=True, data_key="yourPosition")
     employer = Slug()  # optional: else the employer whose name equals businessName
-
-
-SUBMISSIONS: dict[VoteType, type[VoteSubmission]] = {
-    VoteType.BTOB: BtobSubmission,
-    VoteType.BTOC: BtocSubmission,
-    VoteType.EMPLOYER: EmployerSubmission,
-}
 
 
 class VoteIn(EmployerSubmission):

@@ -1,20 +1,28 @@
-"""Small pieces every route group shares: lookups, targets named in a body, 201, 409."""
+"""Finding the rows a request names: by path, by a body's target, by a slug in a filter."""
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
-from flask import Response, jsonify
-from sqlalchemy import Select, func, select
+from sqlalchemy import select
 
 from ..errors import abort, invalid
 from ..extensions import db
 
 
-def get_or_404(model: Any, *criteria: Any, what: str = "resource") -> Any:
-    found = db.session.scalar(select(model).where(*criteria).limit(1))
+def get_or_404(
+    model: Any, *criteria: Any, what: str = "resource", options: Sequence[Any] = ()
+) -> Any:
+    """The row matching `criteria` (`options`: what to load with it); else 404."""
+    found = db.session.scalar(select(model).where(*criteria).options(*options).limit(1))
     if found is None:
         abort(404, f"No such {what}.")
     return found
+
+
+def named_by_path(model: Any, item_slug: str | None, item_id: uuid.UUID | None) -> Any:
+    """The criterion of a read that names its row in the path by slug or by id."""
+    return model.id == item_id if item_slug is None else model.slug == item_slug
 
 
 def id_by_slug(model: Any, slug: str, *scope: Any) -> Any:
@@ -46,31 +54,3 @@ def find_target(model: Any, data: dict[str, Any], *scope: Any, what: str) -> Any
         "The request body must name its target.",
         errors={"id": ["Give the id or the current slug of the target."]},
     )
-
-
-def created(body: dict[str, Any], location: str) -> Response:
-    response = jsonify(body)
-    response.status_code = 201
-    response.headers["Location"] = location
-    return response
-
-
-def no_content() -> Response:
-    return Response(status=204)
-
-
-def refuse_if_used(what: str, uses: dict[str, Select]) -> None:
-    """409 naming everything that still refers to the object about to be deleted."""
-    counts = {
-        label: db.session.scalar(select(func.count()).select_from(stmt.subquery()))
-        for label, stmt in uses.items()
-    }
-    in_use = {label: count for label, count in counts.items() if count}
-    if in_use:
-        listed = ", ".join(f"{label} ({count})" for label, count in in_use.items())
-        abort(409, f"The {what} is still used by: {listed}.", usedBy=in_use)
-
-
-def apply_changes(obj: Any, changes: dict[str, Any]) -> None:
-    for field, value in changes.items():
-        setattr(obj, field, value)

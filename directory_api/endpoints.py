@@ -1,0 +1,166 @@
+"""Declare-once views: one `@endpoint(...)` says what a view takes, who may call it and what
+it answers, and that one declaration both does the work and documents it (openapi.py).
+
+    @bp.put("/slug/<slug:item_slug>")
+    @endpoint(RegionUpdate, RegionOut, access=Access.SUPER, conflicts=True)
+    def update_region(data, item_slug): ...
+
+For each request, in order: 401 for an anonymous caller of a protected endpoint; the
+location a `slug` path parameter names, loaded once (404), which the view receives as
+`location`; 403 without the declared access; the rate limits; `Idempotency-Key`; the query
+string (`query`, 422) and the body (`body`: 415, 400, 422). The view gets the loaded query
+and body as positional arguments, in that order, and the path parameters by name. What it
+returns is dumped with `response` at `status`: an object, a `Page` (a paged list), an
+`Answer` (extra headers, or a narrower schema for the public), None (204 No Content), or a
+Response it built itself (a union of answers, a 503).
+
+The declaration is kept in `DECLARATIONS`, keyed by the function the route is registered
+with. `@endpoint` is the decorator right under the route's: `check_declared` refuses, at
+start-up, an app with a view that has none, so nothing drops out of the document or of the
+body rule silently.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache, update_wrapper, wraps
+from typing import Any
+
+from flask import Flask, Response, current_app, jsonify, request
+from marshmallow import Schema
+
+from .access import Access, check_access, check_signed_in, get_location_or_404
+from .bodies import load_body, load_query
+from .idempotency import idempotent as honour_idempotency_key
+from .pagination import Page, page_answer
+
+
+@dataclass(frozen=True, kw_only=True)
+class Endpoint:
+    """What a view takes, who may call it and what it answers (see the module docstring).
+
+    `responses` adds success answers (status → schema or None); `conflicts`: may answer
+    409; `not_found`: 404 beyond what its path parameters imply (a target named in the
+    body); `failures`: other problem answers (status → description); `path`: JSON Schema
+    keywords a path parameter has beyond what its converter implies (name → keywords).
+    """
+
+    body: type[Schema] | None = None
+    response: type[Schema] | tuple[type[Schema], ...] | None = None
+    status: int = 200
+    query: type[Schema] | None = None
+    paged: bool = False
+    access: Access | None = None
+    forms: bool = False
+    idempotent: bool = False
+    limits: Sequence[Callable[[Callable], Callable]] = ()
+    responses: Mapping[int, type[Schema] | None] = field(default_factory=dict)
+    conflicts: bool = False
+    not_found: bool = False
+    failures: Mapping[int, str] = field(default_factory=dict)
+    path: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class Answer:
+    """A view's answer that needs more than its body: headers (e.g. Location), or `schema`:
+    a narrower view of the declared response (what the public may see), or which of the
+    declared shapes this answer takes."""
+
+    body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
+    schema: type[Schema] | None = None
+
+
+DECLARATIONS: dict[Callable[..., Any], Endpoint] = {}
+
+
+@cache
+def schema_instance(schema: type[Schema], many: bool = False) -> Schema:
+    """One instance per schema class (making one deep-copies every field)."""
+    return schema(many=many)
+
+
+def answer(declaration: Endpoint, result: Any) -> Any:
+    """The response for what a view returned (see the module docstring)."""
+    if isinstance(result, Response):
+        return result
+    if result is None:
+        return Response(status=204)
+    headers: Mapping[str, str] = {}
+    schema = declaration.response
+    if isinstance(result, Answer):
+        headers, schema, result = result.headers, result.schema or schema, result.body
+    if isinstance(schema, tuple):
+        schema = schema[0]  # one of several shapes: the first unless the view names another
+    if isinstance(result, Page):
+        assert isinstance(schema, type)
+        return page_answer(result, schema_instance(schema, many=True).dump(result.items))
+    if isinstance(schema, type):
+        result = schema_instance(schema).dump(result)
+    response = jsonify(result)
+    response.status_code = declaration.status
+    response.headers.update(headers)
+    return response
+
+
+def endpoint(
+    body: type[Schema] | None = None,
+    response: type[Schema] | tuple[type[Schema], ...] | None = None,
+    **declared: Any,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare a view: `endpoint(BodySchema, ResponseSchema, status=…, access=…, …)`."""
+    declaration = Endpoint(body=body, response=response, **declared)
+    if declaration.paged and declaration.query is None:
+        raise TypeError("a paged endpoint declares its query (ListArgs.sorted_by(…))")
+
+    def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
+        query_schema = schema_instance(declaration.query) if declaration.query else None
+        body_schema = schema_instance(declaration.body) if declaration.body else None
+
+        def run(**path: Any) -> Any:
+            loaded = []
+            if query_schema is not None:
+                loaded.append(load_query(query_schema))
+            if body_schema is not None:
+                loaded.append(load_body(body_schema, forms=declaration.forms))
+            return answer(declaration, view(*loaded, **path))
+
+        guarded = update_wrapper(run, view)  # the limiter keys its limits by the view's name
+        if declaration.idempotent:
+            guarded = honour_idempotency_key(guarded)
+        for limit in reversed(declaration.limits):
+            guarded = limit(guarded)
+
+        @wraps(view)
+        def wrapper(**path: Any) -> Any:
+            check_signed_in(declaration.access)
+            if "slug" in path:
+                path["location"] = get_location_or_404(path.pop("slug"))
+            check_access(declaration.access, path.get("location"))
+            return guarded(**path)
+
+        DECLARATIONS[wrapper] = declaration
+        return wrapper
+
+    return decorator
+
+
+def declaration_of(view: Callable[..., Any] | None) -> Endpoint | None:
+    return DECLARATIONS.get(view) if view is not None else None
+
+
+def current_declaration() -> Endpoint | None:
+    """The declaration of the endpoint the current request is routed to, if any."""
+    return declaration_of(current_app.view_functions.get(request.endpoint or ""))
+
+
+def check_declared(app: Flask) -> None:
+    """Refuse to start with a route whose view is not declared with `@endpoint`."""
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint == "static":
+            continue
+        if declaration_of(app.view_functions[rule.endpoint]) is None:
+            raise LookupError(
+                f"{rule.endpoint} ({rule.rule}) is not declared with @endpoint right under "
+                "its route decorator"
+            )
