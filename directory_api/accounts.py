@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from .errors import abort
 from .extensions import db
-from .models import GrantedRole, Location, Membership, Role, TokenPurpose, User, utcnow
+from .models import GrantedRole, Location, Membership, Role, TokenPurpose, User, UserStatus, utcnow
 from .outbox import queue_mail
 from .schemas.base import normalize_email
 from .security import hash_password
@@ -45,7 +45,7 @@ def refuse_held_role(user: User, role: GrantedRole, location_id: uuid.UUID | Non
     held = role_held(user, role, location_id)
     if held == Role.OWNER.value and role == GrantedRole.ADMIN:
         abort(409, "This user is an owner here, which includes everything an admin may do.")
-    if held == role.value and user.status == "active":
+    if held == role.value and user.status == UserStatus.ACTIVE:
         if role == GrantedRole.SUPER:
             abort(409, "This user is already a super.")
         abort(409, f"This user is already an {role.value} here.")
@@ -87,7 +87,9 @@ def invite(
     refuse_held_role(user, role, location_id)
     text = describe_role(role, location)
     renewal = (
-        existed and user.status == "invited" and role_held(user, role, location_id) == role.value
+        existed
+        and user.status == UserStatus.INVITED
+        and role_held(user, role, location_id) == role.value
     )
     pending = existed and not renewal
     if pending:
@@ -103,7 +105,7 @@ def invite(
 
 def drop_invitation_if_roleless(user: User) -> None:
     """An invited user whose every role was taken away can no longer accept the invitation."""
-    if user.status != "invited" or user.is_super:
+    if user.status != UserStatus.INVITED or user.is_super:
         return
     has_role = db.session.scalar(select(Membership.user_id).where(Membership.user_id == user.id))
     if has_role is None:

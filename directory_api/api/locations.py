@@ -11,7 +11,7 @@ from ..accounts import drop_invitation_if_roleless
 from ..bodies import load_body
 from ..errors import abort
 from ..extensions import db
-from ..models import Business, Employer, Location, Membership, Region, User, Vote
+from ..models import Business, Employer, Location, Membership, Region, User, UserStatus, Vote
 from ..openapi import spec
 from ..schemas.locations import (
     OWNER_FIELDS,
@@ -96,7 +96,7 @@ def delete_location(slug: str):
     invited = db.session.scalars(
         select(User)
         .join(Membership, Membership.user_id == User.id)
-        .where(Membership.location_id == location.id, User.password_hash.is_(None))
+        .where(Membership.location_id == location.id, User.status == UserStatus.INVITED)
     ).all()
     db.session.delete(location)  # its memberships go with it (ON DELETE CASCADE)
     db.session.flush()

@@ -11,7 +11,7 @@ from ..bodies import load_body
 from ..errors import abort, invalid
 from ..extensions import db
 from ..limits import login_per_ip, reset_per_email, reset_per_ip, token_endpoints
-from ..models import TokenPurpose, User
+from ..models import TokenPurpose, User, UserStatus
 from ..openapi import spec
 from ..outbox import queue_mail
 from ..schemas.common import DetailOut
@@ -79,7 +79,7 @@ def register(user_id: uuid.UUID):
         or token is None
         or token.user_id != user.id
         or token.email != user.email
-        or user.status != "invited"
+        or user.status != UserStatus.INVITED
     ):
         abort(404, "This invitation is invalid, used or expired.")
     check_password_rules(data["password"], user.email, "password")
@@ -100,7 +100,7 @@ def start_password_reset():
     """Send a reset link to an active account; the answer never says whether one exists."""
     data = load_body(PasswordResetStartIn())
     user = find_user_by_email(data["email"])
-    if user is not None and user.status == "active":
+    if user is not None and user.status == UserStatus.ACTIVE:
         token = issue_token(user, TokenPurpose.PASSWORD_RESET)
         queue_mail(user.email, "password_reset", user=user, token=token)
         db.session.commit()
@@ -115,7 +115,7 @@ def complete_password_reset(token: str):
     data = load_body(PasswordResetIn())
     found = redeem_token(token, TokenPurpose.PASSWORD_RESET)
     user = db.session.get(User, found.user_id) if found else None
-    if user is None or user.status != "active":
+    if user is None or user.status != UserStatus.ACTIVE:
         abort(404, "This reset link is invalid, used or expired.")
     check_password_rules(data["password"], user.email, "password")
     set_password(user, data["password"])

@@ -20,7 +20,17 @@ from ..errors import abort
 from ..extensions import db
 from ..idempotency import idempotent
 from ..limits import votes_per_ip
-from ..models import Employer, Location, Membership, OutboxStatus, Role, User, Vote, VoteType
+from ..models import (
+    Employer,
+    Location,
+    Membership,
+    OutboxStatus,
+    Role,
+    User,
+    UserStatus,
+    Vote,
+    VoteType,
+)
 from ..models.listing import fold
 from ..openapi import spec
 from ..outbox import queue_mail
@@ -88,7 +98,7 @@ def vote_recipients(location: Location) -> list[str]:
         .where(
             Membership.location_id == location.id,
             Membership.role == Role.OWNER,
-            User.password_hash.is_not(None),  # owners who have not registered yet get none
+            User.status == UserStatus.ACTIVE,  # owners who have not registered yet get none
         )
         .order_by(User.email)
     ).all()

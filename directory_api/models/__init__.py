@@ -8,7 +8,7 @@ from .location import Location, Membership, Role
 from .outbox import OutboxMessage, OutboxStatus
 from .reference import Category, Region, Social
 from .token import Token, TokenPurpose
-from .user import User
+from .user import User, UserStatus
 from .vote import Vote, VoteType
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "Token",
     "TokenPurpose",
     "User",
+    "UserStatus",
     "Vote",
     "VoteType",
     "utcnow",

@@ -68,7 +68,7 @@ class VoteOut(Resource):
     """A vote as those with access to the location see it."""
 
     type = fields.Function(
-        lambda vote: vote.type.value, metadata={"enum": ["btob", "btoc", "employer"]}
+        lambda vote: vote.type.value, metadata={"enum": [kind.value for kind in VoteType]}
     )
     active = fields.Boolean()
     employer = fields.Function(
