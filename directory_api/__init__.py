@@ -13,6 +13,7 @@ from config import get_config
 
 from . import models  # noqa: F401  (every model registered before Alembic looks)
 from .bodies import APIRequest
+from .credentials import init_password_hasher
 from .crypto import init_keys
 from .errors import register_error_handlers
 from .extensions import db, limiter, login_manager, mail, migrate
@@ -20,7 +21,6 @@ from .json_provider import JSONProvider
 from .logs import configure_logging, register_request_logging
 from .protection import register_protection
 from .schemas.base import SlugConverter
-from .security import init_password_hasher
 from .sessions import init_sessions
 from .timeouts import bound_postgresql, check_timeouts, database_engine_options, redis_options
 

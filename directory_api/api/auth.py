@@ -4,14 +4,20 @@ from flask import Blueprint, session
 from flask_login import logout_user
 
 from ..access import login_required
-from ..accounts import find_user_by_email, record_login, sign_in
 from ..bodies import load_body
+from ..credentials import (
+    find_user_by_email,
+    hash_password,
+    password_needs_rehash,
+    record_login,
+    sign_in,
+    verify_password,
+)
 from ..errors import abort
 from ..extensions import db
 from ..limits import login_per_email, login_per_ip
 from ..openapi import spec
 from ..schemas.users import LoginIn, UserOut
-from ..security import hash_password, password_needs_rehash, verify_password
 from .common import no_content
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")

@@ -7,8 +7,8 @@ from flask_login import current_user
 from sqlalchemy import Select, select
 
 from ..access import get_location_or_404, require_location_owner, require_super
-from ..accounts import drop_invitation_if_roleless
 from ..bodies import load_body
+from ..credentials import drop_invitation_if_roleless
 from ..errors import abort
 from ..extensions import db
 from ..models import Business, Employer, Location, Membership, Region, User, UserStatus, Vote

@@ -6,8 +6,19 @@ from flask import Blueprint, session
 from flask_login import current_user
 
 from ..access import login_required
-from ..accounts import find_user_by_email, give_role, record_login, set_password, sign_in
 from ..bodies import load_body
+from ..credentials import (
+    find_user_by_email,
+    give_role,
+    issue_token,
+    record_login,
+    redeem_grant,
+    redeem_token,
+    set_password,
+    sign_in,
+    verify_password,
+    void_tokens,
+)
 from ..errors import abort, invalid
 from ..extensions import db
 from ..limits import login_per_ip, reset_per_email, reset_per_ip, token_endpoints
@@ -25,8 +36,6 @@ from ..schemas.users import (
     UserOut,
     UserUpdate,
 )
-from ..security import verify_password
-from ..tokens import issue_token, redeem_grant, redeem_token, void_tokens
 from .common import apply_changes, get_or_404, no_content
 
 bp = Blueprint("me", __name__, url_prefix="/me")

@@ -13,8 +13,8 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import selectinload
 
 from ..access import check_may_edit_details, require_location_role
-from ..accounts import Invitation, drop_invitation_if_roleless, invite
 from ..bodies import load_body
+from ..credentials import Invitation, drop_invitation_if_roleless, invite
 from ..errors import abort
 from ..extensions import db
 from ..models import GrantedRole, Location, Membership, Role, User

@@ -6,8 +6,8 @@ from flask import Blueprint, url_for
 from sqlalchemy import select
 
 from ..access import check_may_edit_details, require_super
-from ..accounts import drop_invitation_if_roleless, invite
 from ..bodies import load_body
+from ..credentials import drop_invitation_if_roleless, invite
 from ..errors import abort
 from ..extensions import db
 from ..models import GrantedRole, User, UserStatus
