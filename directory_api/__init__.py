@@ -11,7 +11,8 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from config import get_config
 
-from . import models  # noqa: F401  (every model registered before Alembic looks)
+# Every model registered before Alembic looks, and the listeners that keep search text current.
+from . import models, search  # noqa: F401
 from .bodies import APIRequest
 from .credentials import init_password_hasher
 from .crypto import init_keys

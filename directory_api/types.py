@@ -71,13 +71,12 @@ def string_enum(enum_cls: type[enum.StrEnum], name: str, length: int = 16) -> En
     )
 
 
-SQLITE_SEARCH_TABLE = "listings_fts"
-
-
 def include_in_migrations(
     obj: object, name: str, type_: str, reflected: bool, compare_to: object
 ) -> bool:
     """Alembic autogenerate: compare a schema item marked `info={"only_on": dialect}` only there."""
+    from .search import SQLITE_SEARCH_TABLE
+
     if type_ == "table" and reflected and name.startswith(SQLITE_SEARCH_TABLE):
         return False  # migration 0003's FTS5 table and its shadow tables
     only_on = getattr(obj, "info", {}).get("only_on") if not reflected else None

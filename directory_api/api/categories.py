@@ -11,10 +11,10 @@ from ..bodies import load_body
 from ..errors import invalid
 from ..extensions import db
 from ..models import Business, Category, Employer
-from ..models.listing import refresh_search_of_subcategory
 from ..openapi import spec
 from ..schemas.base import TargetSchema
 from ..schemas.categories import CategoryIn, CategoryListArgs, CategoryOut, CategoryUpdate
+from ..search import refresh_search_of_subcategory
 from .common import by_slug_or_422, find_target, id_by_slug, refuse_if_used
 from .resources import create_named, delete_unused, register_reads, update_named
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, g
-from sqlalchemy import Select, case, literal_column, select, text
+from sqlalchemy import Select, select
 from sqlalchemy.orm import joinedload, selectinload
 
 from ..access import require_location_access
@@ -27,12 +27,11 @@ from ..models import (
     Social,
     Vote,
 )
-from ..models.listing import fold
 from ..openapi import spec
 from ..pagination import page_response, parse_list_args, sort_fields
 from ..schemas.base import CONTROL, CONTROL_CHARACTERS, WHITESPACE, TargetSchema
 from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
-from ..types import SQLITE_SEARCH_TABLE
+from ..search import search_criteria
 from .common import by_slug_or_422, find_target, id_by_slug
 from .resources import create_named, delete_unused, register_reads, update_named
 
@@ -88,30 +87,6 @@ def resolve_references(data: dict[str, Any]) -> None:
         data["subcategory"] = resolve_subcategory(data["subcategory"])
     if "socials" in data:
         data["socials"] = resolve_socials(data["socials"])
-
-
-def escape_like(text: str) -> str:
-    """`%`, `_` and `\\` are literal characters in a search term."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def sqlite_search_index(words: list[str]) -> list[Any]:
-    """On SQLite, narrow through the FTS5 trigram index (migration 0003) first.
-
-    Trigrams need three characters; shorter words are left to the LIKE filters alone.
-    PostgreSQL needs nothing here: its trigram index serves the LIKE filters directly.
-    """
-    if db.session.get_bind().dialect.name != "sqlite":
-        return []
-    phrases = ['"' + word.replace('"', '""') + '"' for word in words if len(word) >= 3]
-    if not phrases:
-        return []
-    matches = (
-        select(literal_column("listing_id"))
-        .select_from(text(SQLITE_SEARCH_TABLE))
-        .where(text(f"{SQLITE_SEARCH_TABLE} MATCH :phrases").bindparams(phrases=" ".join(phrases)))
-    )
-    return [Listing.id.in_(matches)]
 
 
 # What a listing's output shows, as columns: rows load without the ORM's per-object work.
@@ -215,20 +190,8 @@ def listings_blueprint(
         if problem:
             abort(422, "The query has invalid parameters.", errors={"term": [problem]})
         args = parse_list_args(search_args)
-        folded = fold(term)
-        words = [escape_like(word) for word in folded.split()]
-        stmt = select(model).where(
-            *criteria,
-            *sqlite_search_index(folded.split()),
-            *(model.search_text.like(f"%{word}%", escape="\\") for word in words),
-        )
-        whole = escape_like(folded)
-        relevance = case(
-            (model.search_name == folded, 0),
-            (model.search_name.like(f"{whole}%", escape="\\"), 1),
-            (model.search_name.like(f"%{whole}%", escape="\\"), 2),
-            else_=3,
-        )
+        found, relevance = search_criteria(model, term)
+        stmt = select(model).where(*criteria, *found)
         return page_response(
             filter_subcategory(stmt, args),
             args,

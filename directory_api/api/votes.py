@@ -31,7 +31,6 @@ from ..models import (
     Vote,
     VoteType,
 )
-from ..models.listing import fold
 from ..openapi import spec
 from ..outbox import queue_mail
 from ..pagination import page_response, parse_list_args
@@ -45,6 +44,7 @@ from ..schemas.votes import (
     VoteTarget,
     VoteUpdate,
 )
+from ..search import fold
 from .common import apply_changes, by_slug_or_422, created, get_or_404, id_by_slug, no_content
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,5 @@
 """Businesses and employers: one table, one shape, told apart by `kind`."""
 
-import unicodedata
 import uuid
 
 from sqlalchemy import (
@@ -53,7 +52,8 @@ class Listing(IdMixin, ContactMixin, TimestampMixin, db.Model):
         ForeignKey("categories.id", ondelete="RESTRICT"), index=True
     )
     branch: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
-    # Accent- and case-folded text kept up to date on write, for search on every database.
+    # Accent- and case-folded text kept up to date on write, for search on every database
+    # (search.py).
     search_name: Mapped[str] = mapped_column(Text, default="")
     search_text: Mapped[str] = mapped_column(Text, default="")
 
@@ -98,12 +98,6 @@ class ListingSocial(db.Model):
     @property
     def social_slug(self) -> str:
         return self.social.slug
-
-
-def fold(text: str | None) -> str:
-    """Lower-cased, accents stripped: "Café" and "CAFE" both become "cafe"."""
-    decomposed = unicodedata.normalize("NFKD", text or "")
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 
 
 class ListingCount(db.Model):
@@ -158,28 +152,3 @@ def recount_listings() -> None:
                 ),
             )
         )
-
-
-def refresh_search_of_subcategory(category: Category) -> None:
-    """Listings search their subcategory's name too: keep them in step when it is renamed."""
-    for listing in db.session.scalars(select(Listing).where(Listing.subcategory_id == category.id)):
-        refresh_search_columns(None, None, listing)
-
-
-def search_text(
-    name: str, branch: str | None, description: str | None, subcategory: str | None
-) -> str:
-    """What a search term's words are looked for in (also for rows loaded outside the ORM)."""
-    return " ".join(fold(part) for part in (name, branch, description, subcategory) if part)
-
-
-@event.listens_for(Listing, "before_insert", propagate=True)
-@event.listens_for(Listing, "before_update", propagate=True)
-def refresh_search_columns(_mapper, _connection, listing: Listing) -> None:
-    listing.search_name = fold(listing.name)
-    listing.search_text = search_text(
-        listing.name,
-        listing.branch,
-        listing.description,
-        listing.subcategory.name if listing.subcategory else None,
-    )
