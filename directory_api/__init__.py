@@ -21,8 +21,8 @@ from .extensions import db, limiter, login_manager, mail, migrate
 from .json_provider import JSONProvider
 from .logs import configure_logging, register_request_logging
 from .protection import register_protection
-from .schemas.base import SlugConverter
 from .sessions import init_sessions
+from .slugs import SlugConverter
 from .timeouts import bound_postgresql, check_timeouts, database_engine_options, redis_options
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -15,7 +15,7 @@ from .models import Business, Category, Employer, ListingSocial, Location, Regio
 from .models.listing import recount_listings
 from .outbox import deliver_due, run_worker
 from .privacy import erase, export, rekey_outbox, run_retention
-from .schemas.base import Email
+from .schemas.fields import Email
 from .schemas.passwords import password_problems
 
 

@@ -24,6 +24,7 @@ from flask import Flask, current_app, session
 from flask_login import login_user
 from sqlalchemy import delete, select
 
+from .email_addresses import normalize_email
 from .errors import abort
 from .extensions import db
 from .models import (
@@ -39,7 +40,6 @@ from .models import (
     utcnow,
 )
 from .outbox import queue_mail
-from .schemas.base import normalize_email
 from .sessions import SIGNED_IN_KEY, TOUCHED_KEY
 
 # Passwords: Argon2id

@@ -18,21 +18,10 @@ from flask import Flask
 from marshmallow import INCLUDE, Schema, fields
 from werkzeug.routing import AnyConverter, Rule, UUIDConverter
 
-from .schemas.base import (
-    CONTROL,
-    PHONE_REGEX,
-    SLUG_PATTERN,
-    SLUG_REGEX,
-    WHITESPACE,
-    Email,
-    Phone,
-    Slug,
-    SlugConverter,
-    TargetSchema,
-    Text,
-    Url,
-)
+from .schemas.base import TargetSchema
+from .schemas.fields import CONTROL, PHONE_REGEX, WHITESPACE, Email, Phone, Slug, Text, Url
 from .schemas.passwords import MAX_PASSWORD, MIN_PASSWORD, Password
+from .slugs import SLUG_PATTERN, SLUG_REGEX, SlugConverter
 
 VERSION = "1.0.0"
 ROLE_TEXT = {
@@ -83,7 +72,7 @@ class ProblemSchema(Schema):
         unknown = INCLUDE  # documented as open: clients must ignore members they do not know
 
 
-# What the Text fields of schemas/base.py accept. They trim first, so the patterns describe
+# What the Text fields of schemas/fields.py accept. They trim first, so the patterns describe
 # the trimmed (canonical) value; surrounding whitespace is tolerated on input as well.
 LINE_BREAKS = r"\n\r\x85\u2028\u2029"
 # A subset of what marshmallow's URL validator takes (http(s), a host name with a TLD).

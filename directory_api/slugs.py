@@ -1,13 +1,24 @@
-"""Slug rules: derived from the name when absent (with -2, -3 … suffixes), 409 when taken."""
+"""Slugs: what one looks like (in a body and in a URL), derived from the name when absent
+(with -2, -3 … suffixes), 409 when taken."""
 
 from typing import Any
 
 from slugify import slugify
 from sqlalchemy import or_, select
+from werkzeug.routing import BaseConverter
 
 from .errors import abort, invalid
 from .extensions import db
 from .models.base import SLUG_LENGTH
+
+SLUG_REGEX = r"[a-z0-9]+(?:-[a-z0-9]+)*"
+SLUG_PATTERN = f"^{SLUG_REGEX}$"
+
+
+class SlugConverter(BaseConverter):
+    """`<slug:…>` in a route: anything that is not a slug is a 404 before any query."""
+
+    regex = SLUG_REGEX
 
 
 def slug_taken(model: Any, slug: str, *scope: Any, exclude: Any = None) -> bool:

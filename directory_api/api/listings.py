@@ -29,7 +29,8 @@ from ..models import (
 )
 from ..openapi import spec
 from ..pagination import page_response, parse_list_args, sort_fields
-from ..schemas.base import CONTROL, CONTROL_CHARACTERS, WHITESPACE, TargetSchema
+from ..schemas.base import TargetSchema
+from ..schemas.fields import CONTROL, CONTROL_CHARACTERS, WHITESPACE
 from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
 from ..search import search_criteria
 from .common import by_slug_or_422, find_target, id_by_slug

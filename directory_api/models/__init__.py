@@ -1,6 +1,6 @@
 """All models, importable from one place (Alembic's autogenerate sees them all here)."""
 
-from .base import utcnow
+from ..types import utcnow
 from .grant import GrantedRole, RoleGrant
 from .idempotency import IdempotencyRecord
 from .listing import Business, Employer, Listing, ListingCount, ListingSocial

@@ -1,4 +1,4 @@
-"""Column types and mixins shared by every model."""
+"""Mixins and column sizes shared by the models."""
 
 import uuid
 from datetime import datetime

@@ -8,8 +8,8 @@ from sqlalchemy import CheckConstraint, ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
-from ..types import string_enum
-from .base import IdMixin, UTCDateTime, utcnow
+from ..types import UTCDateTime, string_enum, utcnow
+from .base import IdMixin
 
 
 class GrantedRole(enum.StrEnum):

@@ -8,8 +8,8 @@ from sqlalchemy import ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
-from ..types import string_enum
-from .base import EMAIL_LENGTH, IdMixin, UTCDateTime, utcnow
+from ..types import UTCDateTime, string_enum, utcnow
+from .base import EMAIL_LENGTH, IdMixin
 
 
 class TokenPurpose(enum.StrEnum):

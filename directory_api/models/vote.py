@@ -7,6 +7,7 @@ from datetime import datetime
 from sqlalchemy import Boolean, ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship, validates
 
+from ..crypto import email_hash
 from ..extensions import db
 from ..types import UTCDateTime, string_enum
 from .base import EMAIL_LENGTH, NAME_LENGTH, PHONE_LENGTH, IdMixin, TimestampMixin
@@ -55,7 +56,5 @@ class Vote(IdMixin, TimestampMixin, db.Model):
     def _keep_email_hash(self, _key: str, email: str | None) -> str | None:
         """Whoever sets the address (submission, staff, moderation) sets its keyed hash."""
         if email is not None:
-            from ..crypto import email_hash
-
             self.email_hash = email_hash(email)
         return email

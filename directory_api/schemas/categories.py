@@ -1,7 +1,8 @@
 from marshmallow import fields
 
 from ..pagination import ListArgs
-from .base import BaseSchema, QueryBool, Resource, Slug, TargetSchema, Text, all_optional
+from .base import BaseSchema, Resource, TargetSchema, all_optional
+from .fields import QueryBool, Slug, Text
 
 
 class CategoryIn(BaseSchema):

@@ -1,19 +1,8 @@
 from marshmallow import fields
 
 from ..pagination import ListArgs
-from .base import (
-    BaseSchema,
-    Bool,
-    Email,
-    LongText,
-    Phone,
-    QueryBool,
-    Resource,
-    Slug,
-    Text,
-    Url,
-    all_optional,
-)
+from .base import BaseSchema, Resource, all_optional
+from .fields import Bool, Email, LongText, Phone, QueryBool, Slug, Text, Url
 
 # What an owner may change at their own location; the rest is for supers.
 OWNER_FIELDS = frozenset({"name", "description", "email", "phone", "address", "website"})

@@ -6,8 +6,9 @@ from marshmallow import ValidationError, fields, pre_load
 
 from ..models import Role, UserStatus
 from ..models.base import EMAIL_LENGTH
-from .base import BaseSchema, Bool, Email, Phone, Resource, Text, Timestamp
+from .base import BaseSchema, Resource
 from .dump import PlannedDump
+from .fields import Bool, Email, Phone, Text, Timestamp
 from .passwords import Password
 
 

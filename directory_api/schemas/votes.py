@@ -4,18 +4,8 @@ from marshmallow import fields
 
 from ..models import VoteType
 from ..pagination import ListArgs
-from .base import (
-    BaseSchema,
-    Bool,
-    Email,
-    LongText,
-    Phone,
-    QueryBool,
-    Resource,
-    Slug,
-    Text,
-    all_optional,
-)
+from .base import BaseSchema, Resource, all_optional
+from .fields import Bool, Email, LongText, Phone, QueryBool, Slug, Text
 
 
 class VoteSubmission(BaseSchema):

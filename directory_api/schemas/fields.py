@@ -1,0 +1,154 @@
+"""The API's own field types: text (trimmed, bounded, one line unless long), slugs,
+e-mail addresses, phone numbers, URLs, strict booleans, and timestamps as output."""
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from email_validator import EmailNotValidError
+from marshmallow import ValidationError, fields, validate
+
+from ..email_addresses import canonical_email
+from ..models.base import (
+    EMAIL_LENGTH,
+    NAME_LENGTH,
+    PHONE_LENGTH,
+    SLUG_LENGTH,
+    TEXT_LENGTH,
+    URL_LENGTH,
+)
+from ..slugs import SLUG_PATTERN
+from .dump import SHORTCUTS
+
+# Control characters other than tab and line breaks (NUL included) are never text.
+CONTROL = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f"
+CONTROL_CHARACTERS = re.compile(f"[{CONTROL}]")
+# What str.strip() trims, as the body of a regex character class that reads the same in
+# Python and in JSON Schema (whose \s is not Python's): for the OpenAPI document.
+WHITESPACE = "".join(f"\\u{code:04x}" for code in range(0x10000) if chr(code).isspace())
+PHONE_REGEX = r"\+?[0-9][0-9 ()./-]*"
+
+
+class Text(fields.String):
+    """A trimmed string with a maximum length; empty after trimming counts as missing.
+
+    Optional text may be sent as null or "" to clear it. One-line text refuses line breaks
+    (they would let a value inject headers into mail).
+    """
+
+    default_error_messages = {  # noqa: RUF012
+        "too_long": "Longer than {max} characters.",
+        "line_break": "Must be a single line.",
+        "empty": "May not be empty.",
+        "control": "Contains control characters.",
+    }
+
+    def __init__(self, *, max_length: int = NAME_LENGTH, multiline: bool = False, **kwargs: Any):
+        if not kwargs.get("required"):
+            kwargs.setdefault("allow_none", True)
+        super().__init__(**kwargs)
+        self.max_length = max_length
+        self.multiline = multiline
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        text = super()._deserialize(value, attr, data, **kwargs).strip()
+        if not text:
+            if self.required:
+                raise self.make_error("required")
+            if not self.allow_none:
+                raise self.make_error("empty")
+            return None
+        if len(text) > self.max_length:
+            raise self.make_error("too_long", max=self.max_length)
+        if CONTROL_CHARACTERS.search(text):
+            raise self.make_error("control")
+        # Every line break Python knows (\n, \r, NEL, U+2028, U+2029 …), not only \n and \r.
+        if not self.multiline and len(text.splitlines()) > 1:
+            raise self.make_error("line_break")
+        return self.clean(text)
+
+    def clean(self, text: str) -> str:
+        return text
+
+
+class LongText(Text):
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_length=TEXT_LENGTH, multiline=True, **kwargs)
+
+
+class Slug(Text):
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("allow_none", False)  # a slug is never cleared, only replaced
+        super().__init__(max_length=SLUG_LENGTH, **kwargs)
+
+    def clean(self, text: str) -> str:
+        validate.Regexp(SLUG_PATTERN, error="Lower-case letters, digits and single hyphens only.")(
+            text
+        )
+        return text
+
+
+class Email(Text):
+    """A syntactically valid address, stored normalised (addresses are case-insensitive)."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_length=EMAIL_LENGTH, **kwargs)
+
+    def clean(self, text: str) -> str:
+        try:
+            return canonical_email(text)
+        except EmailNotValidError as error:
+            raise ValidationError("Not a valid email address.") from error
+
+
+class Phone(Text):
+    """Digits with the usual separators and an optional leading +."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_length=PHONE_LENGTH, **kwargs)
+
+    def clean(self, text: str) -> str:
+        validate.Regexp(f"^{PHONE_REGEX}$", error="Digits, spaces and + ( ) . / - only.")(text)
+        return text
+
+
+class Url(Text):
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_length=URL_LENGTH, **kwargs)
+
+    def clean(self, text: str) -> str:
+        validate.URL(schemes={"http", "https"}, error="Not a valid http(s) URL.")(text)
+        return text
+
+
+class Bool(fields.Boolean):
+    """A JSON boolean, nothing else (no "yes", no 1)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.make_error("invalid", input=value)
+        return value
+
+
+class QueryBool(fields.Boolean):
+    """A boolean query parameter: true/false/1/0."""
+
+    truthy = frozenset({"true", "1"})
+    falsy = frozenset({"false", "0"})
+
+
+def timestamp_text(value: datetime | None) -> str | None:
+    """ISO 8601 in UTC with millisecond precision and a Z suffix."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Timestamp(fields.Field):
+    """Output only: ISO 8601 in UTC with a Z suffix."""
+
+    def _serialize(self, value: datetime | None, attr: Any, obj: Any, **kwargs: Any) -> Any:
+        return timestamp_text(value)
+
+
+SHORTCUTS[Timestamp] = timestamp_text
