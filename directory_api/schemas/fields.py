@@ -1,5 +1,9 @@
 """The API's own field types: text (trimmed, bounded, one line unless long), slugs,
-e-mail addresses, phone numbers, URLs, strict booleans, and timestamps as output."""
+e-mail addresses, phone numbers, URLs, strict booleans, and timestamps as output.
+
+Each text field also states what it accepts as JSON Schema (`json_schema`), which the OpenAPI
+document shows: the rule and its description are written once, side by side.
+"""
 
 import re
 from datetime import UTC, datetime
@@ -17,16 +21,27 @@ from ..models.base import (
     TEXT_LENGTH,
     URL_LENGTH,
 )
-from ..slugs import SLUG_PATTERN
+from ..slugs import SLUG_REGEX
 from .dump import SHORTCUTS
 
 # Control characters other than tab and line breaks (NUL included) are never text.
 CONTROL = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f"
 CONTROL_CHARACTERS = re.compile(f"[{CONTROL}]")
-# What str.strip() trims, as the body of a regex character class that reads the same in
-# Python and in JSON Schema (whose \s is not Python's): for the OpenAPI document.
+# The rest are regex fragments that read the same in Python and in JSON Schema (whose \s is
+# not Python's), for the OpenAPI document. What str.strip() trims, as a character class body:
 WHITESPACE = "".join(f"\\u{code:04x}" for code in range(0x10000) if chr(code).isspace())
+# Every line break str.splitlines() knows beyond those in CONTROL.
+LINE_BREAKS = r"\n\r\x85\u2028\u2029"
 PHONE_REGEX = r"\+?[0-9][0-9 ()./-]*"
+# A subset of what marshmallow's URL validator takes (http(s), a host name with a TLD).
+URL_REGEX = (
+    r"https?://(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,6}(?::[0-9]{1,5})?"
+    r"(?:/|[/?#][!-~]+)?"
+)
+SPECIAL_USE_DOMAINS = (
+    "Special-use domains (RFC 6761: .test, .localhost, .invalid, .local, .onion, .arpa …) "
+    "are refused."
+)
 
 
 class Text(fields.String):
@@ -70,22 +85,55 @@ class Text(fields.String):
     def clean(self, text: str) -> str:
         return text
 
+    @property
+    def refuses_blank(self) -> bool:
+        """Blank text is refused where it is required or may not be cleared; else it means null."""
+        return self.required or not self.allow_none
+
+    def json_schema(self) -> dict[str, Any]:
+        """What the field accepts, as JSON Schema keywords (for the OpenAPI document). They
+        describe the trimmed value; surrounding whitespace is tolerated on input as well."""
+        keywords: dict[str, Any] = {"maxLength": self.max_length}
+        if self.refuses_blank:
+            keywords["minLength"] = 1
+        return keywords | self.value_schema()
+
+    def value_schema(self) -> dict[str, Any]:
+        """The keywords beyond the length: no control characters (nor line breaks, on one
+        line), and something besides whitespace where blank is refused."""
+        refused = CONTROL if self.multiline else CONTROL + LINE_BREAKS
+        some = f"[^{refused}]*"
+        if self.refuses_blank:
+            return {"pattern": f"^{some}[^{WHITESPACE}{CONTROL}]{some}$"}
+        return {"pattern": f"^{some}$"}
+
+
+class FormattedText(Text):
+    """Text in a format that `regex` states: it validates the value and documents it."""
+
+    regex: str
+    error: str
+
+    def clean(self, text: str) -> str:
+        validate.Regexp(f"^{self.regex}$", error=self.error)(text)
+        return text
+
+    def value_schema(self) -> dict[str, Any]:
+        return {"pattern": f"^{self.regex}$" if self.refuses_blank else f"^(?:{self.regex})?$"}
+
 
 class LongText(Text):
     def __init__(self, **kwargs: Any):
         super().__init__(max_length=TEXT_LENGTH, multiline=True, **kwargs)
 
 
-class Slug(Text):
+class Slug(FormattedText):
+    regex = SLUG_REGEX
+    error = "Lower-case letters, digits and single hyphens only."
+
     def __init__(self, **kwargs: Any):
         kwargs.setdefault("allow_none", False)  # a slug is never cleared, only replaced
         super().__init__(max_length=SLUG_LENGTH, **kwargs)
-
-    def clean(self, text: str) -> str:
-        validate.Regexp(SLUG_PATTERN, error="Lower-case letters, digits and single hyphens only.")(
-            text
-        )
-        return text
 
 
 class Email(Text):
@@ -100,24 +148,38 @@ class Email(Text):
         except EmailNotValidError as error:
             raise ValidationError("Not a valid email address.") from error
 
+    def value_schema(self) -> dict[str, Any]:
+        if self.refuses_blank:
+            return {"format": "email", "description": SPECIAL_USE_DOMAINS}
+        # "" clears an optional address, and "format" cannot say so.
+        return {
+            "description": SPECIAL_USE_DOMAINS,
+            "anyOf": [{"format": "email"}, {"maxLength": 0}],
+        }
 
-class Phone(Text):
+
+class Phone(FormattedText):
     """Digits with the usual separators and an optional leading +."""
+
+    regex = PHONE_REGEX
+    error = "Digits, spaces and + ( ) . / - only."
 
     def __init__(self, **kwargs: Any):
         super().__init__(max_length=PHONE_LENGTH, **kwargs)
 
-    def clean(self, text: str) -> str:
-        validate.Regexp(f"^{PHONE_REGEX}$", error="Digits, spaces and + ( ) . / - only.")(text)
-        return text
 
+class Url(FormattedText):
+    """An http(s) URL. marshmallow's URL validator decides; the documented `regex` is the
+    part of what it takes that a client can check by pattern."""
 
-class Url(Text):
+    regex = URL_REGEX
+    error = "Not a valid http(s) URL."
+
     def __init__(self, **kwargs: Any):
         super().__init__(max_length=URL_LENGTH, **kwargs)
 
     def clean(self, text: str) -> str:
-        validate.URL(schemes={"http", "https"}, error="Not a valid http(s) URL.")(text)
+        validate.URL(schemes={"http", "https"}, error=self.error)(text)
         return text
 
 
