@@ -4,7 +4,6 @@ import uuid
 
 from sqlalchemy import (
     Connection,
-    ForeignKey,
     Index,
     Integer,
     String,
@@ -20,7 +19,15 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
 from ..timeouts import unbounded
-from .base import NAME_LENGTH, SLUG_LENGTH, URL_LENGTH, ContactMixin, IdMixin, TimestampMixin
+from .base import (
+    NAME_LENGTH,
+    SLUG_LENGTH,
+    URL_LENGTH,
+    ContactMixin,
+    IdMixin,
+    TimestampMixin,
+    foreign_id,
+)
 from .location import Location
 from .reference import Category, Social
 
@@ -45,11 +52,11 @@ class Listing(IdMixin, ContactMixin, TimestampMixin, db.Model):
     )
 
     kind: Mapped[str] = mapped_column(String(16))
-    location_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("locations.id", ondelete="RESTRICT"))
+    location_id: Mapped[uuid.UUID] = foreign_id("locations", ondelete="RESTRICT")
     slug: Mapped[str] = mapped_column(String(SLUG_LENGTH))
     name: Mapped[str] = mapped_column(String(NAME_LENGTH))
-    subcategory_id: Mapped[uuid.UUID | None] = mapped_column(
-        ForeignKey("categories.id", ondelete="RESTRICT"), index=True
+    subcategory_id: Mapped[uuid.UUID | None] = foreign_id(
+        "categories", ondelete="RESTRICT", index=True
     )
     branch: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     # Accent- and case-folded text kept up to date on write, for search on every database
@@ -84,11 +91,9 @@ class ListingSocial(db.Model):
 
     __tablename__ = "listing_socials"
 
-    listing_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("listings.id", ondelete="CASCADE"), primary_key=True
-    )
-    social_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("socials.id", ondelete="RESTRICT"), primary_key=True, index=True
+    listing_id: Mapped[uuid.UUID] = foreign_id("listings", ondelete="CASCADE", primary_key=True)
+    social_id: Mapped[uuid.UUID] = foreign_id(
+        "socials", ondelete="RESTRICT", primary_key=True, index=True
     )
     url: Mapped[str] = mapped_column(String(URL_LENGTH))
     position: Mapped[int] = mapped_column(Integer, default=0)
@@ -109,9 +114,7 @@ class ListingCount(db.Model):
 
     __tablename__ = "listing_counts"
 
-    location_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("locations.id", ondelete="CASCADE"), primary_key=True
-    )
+    location_id: Mapped[uuid.UUID] = foreign_id("locations", ondelete="CASCADE", primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), primary_key=True)
     total: Mapped[int] = mapped_column(Integer, default=0)
 
