@@ -214,3 +214,21 @@ class Timestamp(fields.Field):
 
 
 SHORTCUTS[Timestamp] = timestamp_text
+
+
+def slug_of(resource: Any) -> str | None:
+    return None if resource is None else resource.slug
+
+
+class SlugOf(fields.String):
+    """Output only: the slug of the related resource in the attribute (a location's region,
+    a category's parent …), or null when there is none."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(dump_only=True, allow_none=True, **kwargs)
+
+    def _serialize(self, value: Any, attr: Any, obj: Any, **kwargs: Any) -> str | None:
+        return slug_of(value)
+
+
+SHORTCUTS[SlugOf] = slug_of
