@@ -127,6 +127,7 @@ def seed(database_url: str, *, filler_locations: int) -> None:
     from sqlalchemy import insert, text
 
     from directory_api import create_app
+    from directory_api.credentials import hash_password
     from directory_api.extensions import db
     from directory_api.models import (
         Category,
@@ -137,8 +138,8 @@ def seed(database_url: str, *, filler_locations: int) -> None:
         Social,
         User,
     )
-    from directory_api.models.listing import fold, recount_listings, search_text
-    from directory_api.security import hash_password
+    from directory_api.models.listing import recount_listings
+    from directory_api.search import fold, search_text
 
     # Seeding a million rows is maintenance, not a request: no statement timeout.
     app = create_app(

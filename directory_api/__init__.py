@@ -11,8 +11,10 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from config import get_config
 
-from . import models  # noqa: F401  (every model registered before Alembic looks)
+# Every model registered before Alembic looks, and the listeners that keep search text current.
+from . import models, search  # noqa: F401
 from .bodies import APIRequest
+from .credentials import init_password_hasher
 from .crypto import init_keys
 from .endpoints import check_declared
 from .errors import register_error_handlers
@@ -20,9 +22,8 @@ from .extensions import db, limiter, login_manager, mail, migrate
 from .json_provider import JSONProvider
 from .logs import configure_logging, register_request_logging
 from .protection import register_protection
-from .schemas.base import SlugConverter
-from .security import init_password_hasher
 from .sessions import init_sessions
+from .slugs import SlugConverter
 from .timeouts import bound_postgresql, check_timeouts, database_engine_options, redis_options
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -9,14 +9,14 @@ from flask.cli import AppGroup, with_appcontext
 from marshmallow import ValidationError
 from sqlalchemy import select
 
+from .credentials import hash_password
 from .extensions import db
 from .models import Business, Category, Employer, ListingSocial, Location, Region, Social, User
 from .models.listing import recount_listings
 from .outbox import deliver_due, run_worker
 from .privacy import erase, export, rekey_outbox, run_retention
-from .schemas.base import Email
+from .schemas.fields import Email
 from .schemas.passwords import password_problems
-from .security import hash_password
 
 
 def _address(email: str) -> str:

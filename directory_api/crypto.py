@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from flask import Flask, current_app
 
-from .schemas.base import normalize_email
+from .email_addresses import normalize_email
 
 
 def derive_key(secret: str, purpose: str) -> bytes:

@@ -9,7 +9,7 @@ from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase
 
-from .types import include_in_migrations, render_migration_type
+from .autogenerate import include_in_migrations, render_migration_type
 
 # Stable constraint names, so Alembic can alter and drop them on every database.
 NAMING_CONVENTION = {

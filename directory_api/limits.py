@@ -5,8 +5,8 @@ from collections.abc import Callable
 from flask import current_app, request
 from flask_limiter.util import get_remote_address
 
+from .email_addresses import normalize_email
 from .extensions import limiter
-from .schemas.base import normalize_email
 
 
 def configured(name: str) -> Callable[[], str]:

@@ -20,21 +20,8 @@ from werkzeug.routing import AnyConverter, Rule, UUIDConverter
 
 from .endpoints import declaration_of
 from .idempotency import HEADER_PARAMETER
-from .schemas.base import (
-    CONTROL,
-    PHONE_REGEX,
-    SLUG_PATTERN,
-    SLUG_REGEX,
-    WHITESPACE,
-    Email,
-    Phone,
-    Slug,
-    SlugConverter,
-    TargetSchema,
-    Text,
-    Url,
-)
-from .schemas.passwords import MAX_PASSWORD, MIN_PASSWORD, Password
+from .schemas.base import TargetSchema
+from .slugs import SlugConverter
 
 VERSION = "1.0.0"
 ROLE_TEXT = {
@@ -85,49 +72,11 @@ class ProblemSchema(Schema):
         unknown = INCLUDE  # documented as open: clients must ignore members they do not know
 
 
-# What the Text fields of schemas/base.py accept. They trim first, so the patterns describe
-# the trimmed (canonical) value; surrounding whitespace is tolerated on input as well.
-LINE_BREAKS = r"\n\r\x85\u2028\u2029"
-# A subset of what marshmallow's URL validator takes (http(s), a host name with a TLD).
-URL_REGEX = (
-    r"https?://(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,6}(?::[0-9]{1,5})?"
-    r"(?:/|[/?#][!-~]+)?"
-)
-TEXT_FORMATS = ((Slug, SLUG_REGEX), (Phone, PHONE_REGEX), (Url, URL_REGEX))
-
-
 def text_constraints(self: Any, field: fields.Field, **kwargs: Any) -> dict[str, Any]:
-    """JSON Schema for the API's own string fields (an apispec attribute function)."""
-    if isinstance(field, Password):
-        return {"minLength": MIN_PASSWORD, "maxLength": MAX_PASSWORD}
-    if not isinstance(field, Text):
-        return {}
-    # Blank text is refused where it is required or may not be cleared; else it means null.
-    content = field.required or not field.allow_none
-    props: dict[str, Any] = {"maxLength": field.max_length}
-    if content:
-        props["minLength"] = 1
-    if isinstance(field, Email):
-        props["format"] = "email"
-        props["description"] = (
-            "Special-use domains (RFC 6761: .test, .localhost, .invalid, .local, .onion, "
-            ".arpa …) are refused."
-        )
-        if not content:
-            props["anyOf"] = [{"format": "email"}, {"maxLength": 0}]
-            del props["format"]
-        return props
-    for kind, regex in TEXT_FORMATS:
-        if isinstance(field, kind):
-            props["pattern"] = f"^{regex}$" if content else f"^(?:{regex})?$"
-            return props
-    refused = CONTROL if field.multiline else CONTROL + LINE_BREAKS
-    some = f"[^{refused}]*"
-    if content:
-        props["pattern"] = f"^{some}[^{WHITESPACE}{CONTROL}]{some}$"
-    else:
-        props["pattern"] = f"^{some}$"
-    return props
+    """JSON Schema for the API's own fields (an apispec attribute function): the keywords a
+    field states about itself (`json_schema`: Text and its kinds, Password)."""
+    json_schema = getattr(field, "json_schema", None)
+    return json_schema() if json_schema is not None else {}
 
 
 @cache
@@ -150,7 +99,7 @@ def path_parameter(name: str, converter: Any) -> dict[str, Any]:
     if isinstance(converter, UUIDConverter):
         schema: dict[str, Any] = {"type": "string", "format": "uuid"}
     elif isinstance(converter, SlugConverter):
-        schema = {"type": "string", "pattern": SLUG_PATTERN, "maxLength": 100}
+        schema = dict(converter.json_schema)
     elif isinstance(converter, AnyConverter):
         schema = {"type": "string", "enum": sorted(converter.items)}
     else:

@@ -21,9 +21,10 @@ from sqlalchemy import Select, and_, delete, or_, select, type_coerce, update
 from sqlalchemy.types import Text
 
 from .crypto import email_hash, reencrypt
+from .email_addresses import normalize_email
 from .extensions import db
 from .models import OutboxMessage, OutboxStatus, RoleGrant, Token, Vote, utcnow
-from .schemas.base import normalize_email, timestamp_text
+from .schemas.fields import timestamp_text
 from .schemas.votes import VoteOut
 
 log = logging.getLogger(__name__)

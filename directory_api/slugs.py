@@ -1,13 +1,30 @@
-"""Slug rules: derived from the name when absent (with -2, -3 … suffixes), 409 when taken."""
+"""Slugs: what one looks like (in a body and in a URL), derived from the name when absent
+(with -2, -3 … suffixes), 409 when taken."""
 
-from typing import Any
+from typing import Any, ClassVar
 
 from slugify import slugify
 from sqlalchemy import or_, select
+from werkzeug.routing import BaseConverter
 
 from .errors import abort, invalid
 from .extensions import db
 from .models.base import SLUG_LENGTH
+
+SLUG_REGEX = r"[a-z0-9]+(?:-[a-z0-9]+)*"
+SLUG_PATTERN = f"^{SLUG_REGEX}$"
+
+
+class SlugConverter(BaseConverter):
+    """`<slug:…>` in a route: anything that is not a slug is a 404 before any query."""
+
+    regex = SLUG_REGEX
+    # How the OpenAPI document describes the parameter (openapi.py).
+    json_schema: ClassVar[dict[str, Any]] = {
+        "type": "string",
+        "pattern": SLUG_PATTERN,
+        "maxLength": SLUG_LENGTH,
+    }
 
 
 def slug_taken(model: Any, slug: str, *scope: Any, exclude: Any = None) -> bool:

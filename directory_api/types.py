@@ -1,9 +1,12 @@
-"""Column types that stand apart from the models, and the hooks Alembic's autogenerate uses."""
+"""SQL column types the models share: UTC datetimes (and the clock they hold), encrypted
+text, StrEnums kept as strings."""
 
 import enum
 from datetime import UTC, datetime
 
 from sqlalchemy import DateTime, Enum, Text, TypeDecorator
+
+from .crypto import decrypt, encrypt
 
 
 def utcnow() -> datetime:
@@ -40,23 +43,10 @@ class EncryptedText(TypeDecorator[str]):
     cache_ok = True
 
     def process_bind_param(self, value: str | None, dialect) -> str | None:
-        from .crypto import encrypt
-
         return encrypt(value) if value else value
 
     def process_result_value(self, value: str | None, dialect) -> str | None:
-        from .crypto import decrypt
-
         return decrypt(value) if value else value
-
-
-def render_migration_type(type_: str, obj: object, _context: object) -> str | bool:
-    """Alembic autogenerate: write UTCDateTime as the plain column type it stores."""
-    if type_ == "type" and isinstance(obj, UTCDateTime):
-        return "sa.DateTime(timezone=True)"
-    if type_ == "type" and isinstance(obj, EncryptedText):
-        return "sa.Text()"
-    return False
 
 
 def string_enum(enum_cls: type[enum.StrEnum], name: str, length: int = 16) -> Enum:
@@ -69,22 +59,3 @@ def string_enum(enum_cls: type[enum.StrEnum], name: str, length: int = 16) -> En
         length=length,
         values_callable=lambda members: [member.value for member in members],
     )
-
-
-SQLITE_SEARCH_TABLE = "listings_fts"
-
-
-def include_in_migrations(
-    obj: object, name: str, type_: str, reflected: bool, compare_to: object
-) -> bool:
-    """Alembic autogenerate: compare a schema item marked `info={"only_on": dialect}` only there."""
-    if type_ == "table" and reflected and name.startswith(SQLITE_SEARCH_TABLE):
-        return False  # migration 0003's FTS5 table and its shadow tables
-    only_on = getattr(obj, "info", {}).get("only_on") if not reflected else None
-    if only_on is None and reflected and compare_to is not None:
-        only_on = getattr(compare_to, "info", {}).get("only_on")
-    if only_on is None:
-        return True
-    from alembic import context
-
-    return context.get_context().dialect.name == only_on

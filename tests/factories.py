@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from directory_api.credentials import hash_password
 from directory_api.extensions import db
 from directory_api.models import (
     Business,
@@ -17,7 +18,6 @@ from directory_api.models import (
     Vote,
     VoteType,
 )
-from directory_api.security import hash_password
 
 PASSWORD = "correct horse battery"
 

@@ -13,7 +13,8 @@ from urllib.parse import urlencode
 import pytest
 from sqlalchemy import select
 
-from directory_api import tokens
+from directory_api import credentials
+from directory_api.credentials import hash_password, hash_token
 from directory_api.extensions import db
 from directory_api.models import (
     Business,
@@ -27,7 +28,6 @@ from directory_api.models import (
     VoteType,
     utcnow,
 )
-from directory_api.security import hash_password, hash_token
 
 from .conftest import assert_problem, link_in, queued_mail, send_outbox, signed_in
 from .factories import PASSWORD, make_location, make_user
@@ -161,10 +161,10 @@ def scene(app):
         for name, location in (("vote", harbour), ("bay_vote", bay))
     }
     db.session.add_all(votes.values())
-    invitation = tokens.issue_token(
+    invitation = credentials.issue_token(
         people["invited"], TokenPurpose.INVITATION, email="invited@example.com"
     )
-    reset = tokens.issue_token(people["ann"], TokenPurpose.PASSWORD_RESET)
+    reset = credentials.issue_token(people["ann"], TokenPurpose.PASSWORD_RESET)
     db.session.flush()
     values = {
         **{name: str(person.id) for name, person in people.items()},
@@ -313,7 +313,7 @@ class Clock:
 def clock(monkeypatch) -> Clock:
     """The project's own utcnow, frozen and moved by hand where tokens are issued and read."""
     frozen = Clock()
-    monkeypatch.setattr(tokens, "utcnow", frozen)
+    monkeypatch.setattr(credentials, "utcnow", frozen)
     return frozen
 
 

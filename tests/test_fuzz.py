@@ -42,6 +42,7 @@ from schemathesis.core.parameters import ParameterLocation
 from schemathesis.openapi.checks import RejectedPositiveData
 
 from directory_api import create_app
+from directory_api.credentials import hash_password
 from directory_api.extensions import db
 from directory_api.models import (
     Business,
@@ -57,7 +58,6 @@ from directory_api.models import (
     Vote,
     VoteType,
 )
-from directory_api.security import hash_password
 
 from .conftest import build_app, empty_all_tables
 from .factories import PASSWORD

@@ -3,13 +3,19 @@
 from flask import Blueprint, session
 from flask_login import logout_user
 
-from ..accounts import find_user_by_email, record_login, sign_in
+from ..credentials import (
+    find_user_by_email,
+    hash_password,
+    password_needs_rehash,
+    record_login,
+    sign_in,
+    verify_password,
+)
 from ..endpoints import Access, endpoint
 from ..errors import abort
 from ..extensions import db
 from ..limits import login_per_email, login_per_ip
 from ..schemas.users import LoginIn, UserOut
-from ..security import hash_password, password_needs_rehash, verify_password
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")
 

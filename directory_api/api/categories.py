@@ -11,10 +11,10 @@ from ..endpoints import Access, endpoint
 from ..errors import invalid
 from ..extensions import db
 from ..models import Business, Category, Employer
-from ..models.listing import refresh_search_of_subcategory
 from ..pagination import paginate, sort_fields
 from ..schemas.base import TargetSchema
 from ..schemas.categories import CategoryIn, CategoryListArgs, CategoryOut, CategoryUpdate
+from ..search import refresh_search_of_subcategory
 from .changes import create_named, delete_unused, refuse_if_used, update_named
 from .lookups import by_slug_or_422, find_target, get_or_404, id_by_slug, named_by_path
 

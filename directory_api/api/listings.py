@@ -8,11 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint
-from sqlalchemy import Select, case, literal_column, select, text
+from sqlalchemy import Select, select
 from sqlalchemy.orm import joinedload, selectinload
 
 from ..endpoints import Access, endpoint
-from ..errors import abort, invalid
+from ..errors import invalid
 from ..extensions import db
 from ..models import (
     Business,
@@ -25,21 +25,12 @@ from ..models import (
     Social,
     Vote,
 )
-from ..models.listing import fold
 from ..pagination import paginate, sort_fields
-from ..schemas.base import CONTROL, CONTROL_CHARACTERS, WHITESPACE, TargetSchema
+from ..schemas.base import TargetSchema
 from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
-from ..types import SQLITE_SEARCH_TABLE
+from ..search import TERM_SCHEMA, checked_term, search_criteria
 from .changes import create_named, delete_unused, update_named
 from .lookups import by_slug_or_422, find_target, get_or_404, id_by_slug, named_by_path
-
-MIN_TERM, MAX_TERM = 2, 100
-# The same rule for the OpenAPI document: 2 to 100 characters once stripped, none of them
-# a control character.
-TERM_PATTERN = (
-    f"^[{WHITESPACE}]*[^{WHITESPACE}{CONTROL}][^{CONTROL}]{{{MIN_TERM - 2},{MAX_TERM - 2}}}"
-    f"[^{WHITESPACE}{CONTROL}][{WHITESPACE}]*$"
-)
 
 
 def resolve_subcategory(slug: str | None) -> Category | None:
@@ -75,30 +66,6 @@ def resolve_references(data: dict[str, Any]) -> None:
         data["subcategory"] = resolve_subcategory(data["subcategory"])
     if "socials" in data:
         data["socials"] = resolve_socials(data["socials"])
-
-
-def escape_like(text: str) -> str:
-    """`%`, `_` and `\\` are literal characters in a search term."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def sqlite_search_index(words: list[str]) -> list[Any]:
-    """On SQLite, narrow through the FTS5 trigram index (migration 0003) first.
-
-    Trigrams need three characters; shorter words are left to the LIKE filters alone.
-    PostgreSQL needs nothing here: its trigram index serves the LIKE filters directly.
-    """
-    if db.session.get_bind().dialect.name != "sqlite":
-        return []
-    phrases = ['"' + word.replace('"', '""') + '"' for word in words if len(word) >= 3]
-    if not phrases:
-        return []
-    matches = (
-        select(literal_column("listing_id"))
-        .select_from(text(SQLITE_SEARCH_TABLE))
-        .where(text(f"{SQLITE_SEARCH_TABLE} MATCH :phrases").bindparams(phrases=" ".join(phrases)))
-    )
-    return [Listing.id.in_(matches)]
 
 
 # What a listing's output shows, as columns: rows load without the ORM's per-object work.
@@ -183,34 +150,11 @@ def listings_blueprint(
         response=ListingOut,
         query=search_args,
         paged=True,
-        # 2 to 100 characters once surrounding spaces are trimmed.
-        path={"term": {"minLength": MIN_TERM, "pattern": TERM_PATTERN}},
+        path={"term": TERM_SCHEMA},
     )
     def search(args, location: Location, term: str):
-        term = term.strip()
-        problem = None
-        if not MIN_TERM <= len(term) <= MAX_TERM:
-            problem = f"Give {MIN_TERM} to {MAX_TERM} characters."
-        elif CONTROL_CHARACTERS.search(term):
-            # Refused before any query: databases disagree on them (SQLite's FTS fails on NUL).
-            problem = "Contains control characters."
-        if problem:
-            abort(422, "The query has invalid parameters.", errors={"term": [problem]})
-        folded = fold(term)
-        words = [escape_like(word) for word in folded.split()]
-        stmt = filtered(
-            location,
-            args,
-            *sqlite_search_index(folded.split()),
-            *(model.search_text.like(f"%{word}%", escape="\\") for word in words),
-        )
-        whole = escape_like(folded)
-        relevance = case(
-            (model.search_name == folded, 0),
-            (model.search_name.like(f"{whole}%", escape="\\"), 1),
-            (model.search_name.like(f"%{whole}%", escape="\\"), 2),
-            else_=3,
-        )
+        found, relevance = search_criteria(model, checked_term(term))
+        stmt = filtered(location, args, *found)
         return paginate(stmt, args, default_order=[relevance, model.name], fetch=fetch_listings)
 
     @bp.post("/")

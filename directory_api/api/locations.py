@@ -7,11 +7,11 @@ from flask import Blueprint
 from flask_login import current_user
 from sqlalchemy import Select, select
 
-from ..accounts import drop_invitation_if_roleless
+from ..credentials import drop_invitation_if_roleless
 from ..endpoints import Access, endpoint
 from ..errors import abort
 from ..extensions import db
-from ..models import Business, Employer, Location, Membership, Region, User, Vote
+from ..models import Business, Employer, Location, Membership, Region, User, UserStatus, Vote
 from ..pagination import paginate, sort_fields
 from ..schemas.locations import (
     OWNER_FIELDS,
@@ -97,7 +97,7 @@ def delete_location(location: Location):
     invited = db.session.scalars(
         select(User)
         .join(Membership, Membership.user_id == User.id)
-        .where(Membership.location_id == location.id, User.password_hash.is_(None))
+        .where(Membership.location_id == location.id, User.status == UserStatus.INVITED)
     ).all()
     db.session.delete(location)  # its memberships go with it (ON DELETE CASCADE)
     db.session.flush()

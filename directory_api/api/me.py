@@ -5,12 +5,23 @@ import uuid
 from flask import Blueprint, session
 from flask_login import current_user
 
-from ..accounts import find_user_by_email, give_role, record_login, set_password, sign_in
+from ..credentials import (
+    find_user_by_email,
+    give_role,
+    issue_token,
+    record_login,
+    redeem_grant,
+    redeem_token,
+    set_password,
+    sign_in,
+    verify_password,
+    void_tokens,
+)
 from ..endpoints import Access, endpoint
 from ..errors import abort, invalid
 from ..extensions import db
 from ..limits import login_per_ip, reset_per_email, reset_per_ip, token_endpoints
-from ..models import TokenPurpose, User
+from ..models import TokenPurpose, User, UserStatus
 from ..outbox import queue_mail
 from ..schemas.common import DetailOut
 from ..schemas.passwords import password_problems
@@ -23,8 +34,6 @@ from ..schemas.users import (
     UserOut,
     UserUpdate,
 )
-from ..security import verify_password
-from ..tokens import issue_token, redeem_grant, redeem_token, void_tokens
 from .changes import apply_changes
 from .lookups import get_or_404
 
@@ -73,7 +82,7 @@ def register(data, user_id: uuid.UUID):
         or token is None
         or token.user_id != user.id
         or token.email != user.email
-        or user.status != "invited"
+        or user.status != UserStatus.INVITED
     ):
         abort(404, "This invitation is invalid, used or expired.")
     check_password_rules(data["password"], user.email, "password")
@@ -91,7 +100,7 @@ def register(data, user_id: uuid.UUID):
 def start_password_reset(data):
     """Send a reset link to an active account; the answer never says whether one exists."""
     user = find_user_by_email(data["email"])
-    if user is not None and user.status == "active":
+    if user is not None and user.status == UserStatus.ACTIVE:
         token = issue_token(user, TokenPurpose.PASSWORD_RESET)
         queue_mail(user.email, "password_reset", user=user, token=token)
         db.session.commit()
@@ -104,7 +113,7 @@ def complete_password_reset(data, token: str):
     """Set a new password with a reset token; every session of the account ends."""
     found = redeem_token(token, TokenPurpose.PASSWORD_RESET)
     user = db.session.get(User, found.user_id) if found else None
-    if user is None or user.status != "active":
+    if user is None or user.status != UserStatus.ACTIVE:
         abort(404, "This reset link is invalid, used or expired.")
     check_password_rules(data["password"], user.email, "password")
     set_password(user, data["password"])

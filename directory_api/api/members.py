@@ -12,7 +12,7 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import selectinload
 
 from ..access import check_may_edit_details
-from ..accounts import Invitation, drop_invitation_if_roleless, invite
+from ..credentials import Invitation, drop_invitation_if_roleless, invite
 from ..endpoints import Access, Answer, endpoint
 from ..errors import abort
 from ..extensions import db

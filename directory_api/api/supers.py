@@ -6,11 +6,11 @@ from flask import Blueprint
 from sqlalchemy import select
 
 from ..access import check_may_edit_details
-from ..accounts import drop_invitation_if_roleless, invite
+from ..credentials import drop_invitation_if_roleless, invite
 from ..endpoints import Access, endpoint
 from ..errors import abort
 from ..extensions import db
-from ..models import GrantedRole, User
+from ..models import GrantedRole, User, UserStatus
 from ..schemas.users import ExistingUserOut, InviteIn, UserOut, UserUpdate
 from .changes import apply_changes
 from .lookups import get_or_404
@@ -64,10 +64,10 @@ def revoke_super(user_id: uuid.UUID):
     # Locked, so two supers revoking each other at once cannot both succeed.
     active_supers = db.session.scalars(
         select(User.id)
-        .where(User.is_super.is_(True), User.password_hash.is_not(None))
+        .where(User.is_super.is_(True), User.status == UserStatus.ACTIVE)
         .with_for_update()
     ).all()
-    if user.status == "active" and set(active_supers) <= {user.id}:
+    if user.status == UserStatus.ACTIVE and set(active_supers) <= {user.id}:
         abort(409, "This is the last active super; invite another one first.")
     user.is_super = False
     drop_invitation_if_roleless(user)

@@ -19,8 +19,17 @@ from ..endpoints import Access, Answer, endpoint
 from ..errors import abort
 from ..extensions import db
 from ..limits import votes_per_ip
-from ..models import Employer, Location, Membership, OutboxStatus, Role, User, Vote, VoteType
-from ..models.listing import fold
+from ..models import (
+    Employer,
+    Location,
+    Membership,
+    OutboxStatus,
+    Role,
+    User,
+    UserStatus,
+    Vote,
+    VoteType,
+)
 from ..outbox import queue_mail
 from ..pagination import paginate
 from ..schemas.common import ReceivedOut, StatusOut
@@ -35,6 +44,7 @@ from ..schemas.votes import (
     VoteTarget,
     VoteUpdate,
 )
+from ..search import fold
 from .changes import apply_changes, created
 from .lookups import by_slug_or_422, get_or_404, id_by_slug
 
@@ -90,7 +100,7 @@ def vote_recipients(location: Location) -> list[str]:
         .where(
             Membership.location_id == location.id,
             Membership.role == Role.OWNER,
-            User.password_hash.is_not(None),  # owners who have not registered yet get none
+            User.status == UserStatus.ACTIVE,  # owners who have not registered yet get none
         )
         .order_by(User.email)
     ).all()

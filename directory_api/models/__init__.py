@@ -1,6 +1,6 @@
 """All models, importable from one place (Alembic's autogenerate sees them all here)."""
 
-from .base import utcnow
+from ..types import utcnow
 from .grant import GrantedRole, RoleGrant
 from .idempotency import IdempotencyRecord
 from .listing import Business, Employer, Listing, ListingCount, ListingSocial
@@ -8,7 +8,7 @@ from .location import Location, Membership, Role
 from .outbox import OutboxMessage, OutboxStatus
 from .reference import Category, Region, Social
 from .token import Token, TokenPurpose
-from .user import User
+from .user import User, UserStatus
 from .vote import Vote, VoteType
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "Token",
     "TokenPurpose",
     "User",
+    "UserStatus",
     "Vote",
     "VoteType",
     "utcnow",

@@ -1,12 +1,23 @@
-"""Column types and mixins shared by every model."""
+"""Mixins and column sizes shared by the models."""
 
 import uuid
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import String, Text, Uuid
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import ForeignKey, String, Text, Uuid
+from sqlalchemy.orm import Mapped, MappedColumn, mapped_column
 
 from ..types import UTCDateTime, utcnow
+
+
+def foreign_id(
+    table: str, *, ondelete: str, primary_key: bool = False, index: bool = False
+) -> MappedColumn[Any]:
+    """A column holding the id of a row of `table`, saying what deleting that row does
+    (CASCADE takes this row along, RESTRICT refuses); nullable if its annotation says so."""
+    return mapped_column(
+        ForeignKey(f"{table}.id", ondelete=ondelete), primary_key=primary_key, index=index
+    )
 
 
 class IdMixin:

@@ -4,12 +4,12 @@ import enum
 import uuid
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, ForeignKey, String
+from sqlalchemy import CheckConstraint, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
-from ..types import string_enum
-from .base import IdMixin, UTCDateTime, utcnow
+from ..types import UTCDateTime, string_enum, utcnow
+from .base import IdMixin, foreign_id
 
 
 class GrantedRole(enum.StrEnum):
@@ -35,12 +35,8 @@ class RoleGrant(IdMixin, db.Model):
         ),
     )
 
-    user_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("users.id", ondelete="CASCADE"), index=True
-    )
-    location_id: Mapped[uuid.UUID | None] = mapped_column(
-        ForeignKey("locations.id", ondelete="CASCADE"), index=True
-    )
+    user_id: Mapped[uuid.UUID] = foreign_id("users", ondelete="CASCADE", index=True)
+    location_id: Mapped[uuid.UUID | None] = foreign_id("locations", ondelete="CASCADE", index=True)
     role: Mapped[GrantedRole] = mapped_column(string_enum(GrantedRole, "granted_role"))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)

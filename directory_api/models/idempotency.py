@@ -7,7 +7,8 @@ from sqlalchemy import JSON, Index, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
-from .base import IdMixin, UTCDateTime, utcnow
+from ..types import UTCDateTime, utcnow
+from .base import IdMixin
 
 SCOPE_LENGTH = 255
 SHA256_HEX = 64

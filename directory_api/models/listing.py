@@ -1,11 +1,9 @@
 """Businesses and employers: one table, one shape, told apart by `kind`."""
 
-import unicodedata
 import uuid
 
 from sqlalchemy import (
     Connection,
-    ForeignKey,
     Index,
     Integer,
     String,
@@ -21,7 +19,15 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
 from ..timeouts import unbounded
-from .base import NAME_LENGTH, SLUG_LENGTH, URL_LENGTH, ContactMixin, IdMixin, TimestampMixin
+from .base import (
+    NAME_LENGTH,
+    SLUG_LENGTH,
+    URL_LENGTH,
+    ContactMixin,
+    IdMixin,
+    TimestampMixin,
+    foreign_id,
+)
 from .location import Location
 from .reference import Category, Social
 
@@ -46,14 +52,15 @@ class Listing(IdMixin, ContactMixin, TimestampMixin, db.Model):
     )
 
     kind: Mapped[str] = mapped_column(String(16))
-    location_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("locations.id", ondelete="RESTRICT"))
+    location_id: Mapped[uuid.UUID] = foreign_id("locations", ondelete="RESTRICT")
     slug: Mapped[str] = mapped_column(String(SLUG_LENGTH))
     name: Mapped[str] = mapped_column(String(NAME_LENGTH))
-    subcategory_id: Mapped[uuid.UUID | None] = mapped_column(
-        ForeignKey("categories.id", ondelete="RESTRICT"), index=True
+    subcategory_id: Mapped[uuid.UUID | None] = foreign_id(
+        "categories", ondelete="RESTRICT", index=True
     )
     branch: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
-    # Accent- and case-folded text kept up to date on write, for search on every database.
+    # Accent- and case-folded text kept up to date on write, for search on every database
+    # (search.py).
     search_name: Mapped[str] = mapped_column(Text, default="")
     search_text: Mapped[str] = mapped_column(Text, default="")
 
@@ -84,11 +91,9 @@ class ListingSocial(db.Model):
 
     __tablename__ = "listing_socials"
 
-    listing_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("listings.id", ondelete="CASCADE"), primary_key=True
-    )
-    social_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("socials.id", ondelete="RESTRICT"), primary_key=True, index=True
+    listing_id: Mapped[uuid.UUID] = foreign_id("listings", ondelete="CASCADE", primary_key=True)
+    social_id: Mapped[uuid.UUID] = foreign_id(
+        "socials", ondelete="RESTRICT", primary_key=True, index=True
     )
     url: Mapped[str] = mapped_column(String(URL_LENGTH))
     position: Mapped[int] = mapped_column(Integer, default=0)
@@ -100,12 +105,6 @@ class ListingSocial(db.Model):
         return self.social.slug
 
 
-def fold(text: str | None) -> str:
-    """Lower-cased, accents stripped: "Café" and "CAFE" both become "cafe"."""
-    decomposed = unicodedata.normalize("NFKD", text or "")
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
-
-
 class ListingCount(db.Model):
     """How many businesses or employers a location has, kept with every insert and delete.
 
@@ -115,9 +114,7 @@ class ListingCount(db.Model):
 
     __tablename__ = "listing_counts"
 
-    location_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("locations.id", ondelete="CASCADE"), primary_key=True
-    )
+    location_id: Mapped[uuid.UUID] = foreign_id("locations", ondelete="CASCADE", primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), primary_key=True)
     total: Mapped[int] = mapped_column(Integer, default=0)
 
@@ -158,28 +155,3 @@ def recount_listings() -> None:
                 ),
             )
         )
-
-
-def refresh_search_of_subcategory(category: Category) -> None:
-    """Listings search their subcategory's name too: keep them in step when it is renamed."""
-    for listing in db.session.scalars(select(Listing).where(Listing.subcategory_id == category.id)):
-        refresh_search_columns(None, None, listing)
-
-
-def search_text(
-    name: str, branch: str | None, description: str | None, subcategory: str | None
-) -> str:
-    """What a search term's words are looked for in (also for rows loaded outside the ORM)."""
-    return " ".join(fold(part) for part in (name, branch, description, subcategory) if part)
-
-
-@event.listens_for(Listing, "before_insert", propagate=True)
-@event.listens_for(Listing, "before_update", propagate=True)
-def refresh_search_columns(_mapper, _connection, listing: Listing) -> None:
-    listing.search_name = fold(listing.name)
-    listing.search_text = search_text(
-        listing.name,
-        listing.branch,
-        listing.description,
-        listing.subcategory.name if listing.subcategory else None,
-    )

@@ -4,12 +4,12 @@ import enum
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Boolean, ForeignKey
+from sqlalchemy import Boolean
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
 from ..types import UTCDateTime, string_enum, utcnow
-from .base import ContactMixin, IdMixin, SlugNameMixin, TimestampMixin
+from .base import ContactMixin, IdMixin, SlugNameMixin, TimestampMixin, foreign_id
 from .reference import Region
 
 
@@ -21,9 +21,7 @@ class Role(enum.StrEnum):
 class Location(IdMixin, SlugNameMixin, ContactMixin, TimestampMixin, db.Model):
     __tablename__ = "locations"
 
-    region_id: Mapped[uuid.UUID | None] = mapped_column(
-        ForeignKey("regions.id", ondelete="RESTRICT"), index=True
-    )
+    region_id: Mapped[uuid.UUID | None] = foreign_id("regions", ondelete="RESTRICT", index=True)
     directory_location: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
 
     region: Mapped[Region | None] = relationship(lazy="joined")
@@ -34,11 +32,9 @@ class Membership(db.Model):
 
     __tablename__ = "memberships"
 
-    user_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
-    )
-    location_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("locations.id", ondelete="CASCADE"), primary_key=True, index=True
+    user_id: Mapped[uuid.UUID] = foreign_id("users", ondelete="CASCADE", primary_key=True)
+    location_id: Mapped[uuid.UUID] = foreign_id(
+        "locations", ondelete="CASCADE", primary_key=True, index=True
     )
     role: Mapped[Role] = mapped_column(string_enum(Role, "role"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -7,8 +7,8 @@ from sqlalchemy import JSON, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
-from ..types import EncryptedText, string_enum
-from .base import EMAIL_LENGTH, IdMixin, UTCDateTime, utcnow
+from ..types import EncryptedText, UTCDateTime, string_enum, utcnow
+from .base import EMAIL_LENGTH, IdMixin
 
 
 class OutboxStatus(enum.StrEnum):

@@ -2,11 +2,11 @@
 
 import uuid
 
-from sqlalchemy import ForeignKey, String
+from sqlalchemy import String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
-from .base import URL_LENGTH, IdMixin, SlugNameMixin, TimestampMixin
+from .base import URL_LENGTH, IdMixin, SlugNameMixin, TimestampMixin, foreign_id
 
 
 class Region(IdMixin, SlugNameMixin, TimestampMixin, db.Model):
@@ -18,9 +18,7 @@ class Category(IdMixin, SlugNameMixin, TimestampMixin, db.Model):
 
     __tablename__ = "categories"
 
-    parent_id: Mapped[uuid.UUID | None] = mapped_column(
-        ForeignKey("categories.id", ondelete="RESTRICT"), index=True
-    )
+    parent_id: Mapped[uuid.UUID | None] = foreign_id("categories", ondelete="RESTRICT", index=True)
 
     parent: Mapped["Category | None"] = relationship(remote_side="Category.id")
 

@@ -4,12 +4,12 @@ import enum
 import uuid
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, String
+from sqlalchemy import Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
-from ..types import string_enum
-from .base import EMAIL_LENGTH, IdMixin, UTCDateTime, utcnow
+from ..types import UTCDateTime, string_enum, utcnow
+from .base import EMAIL_LENGTH, IdMixin, foreign_id
 
 
 class TokenPurpose(enum.StrEnum):
@@ -22,7 +22,7 @@ class Token(IdMixin, db.Model):
     __tablename__ = "tokens"
     __table_args__ = (Index("ix_tokens_user_purpose", "user_id", "purpose"),)
 
-    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    user_id: Mapped[uuid.UUID] = foreign_id("users", ondelete="CASCADE")
     purpose: Mapped[TokenPurpose] = mapped_column(
         string_enum(TokenPurpose, "token_purpose", length=32)
     )

@@ -1,19 +1,51 @@
 """User accounts. Roles live in Membership rows and the is_super flag."""
 
+import enum
 import secrets
 from datetime import datetime
+from typing import Any
 
 from flask_login import UserMixin
-from sqlalchemy import Boolean, String
+from sqlalchemy import Boolean, ColumnElement, String, case
+from sqlalchemy.ext.hybrid import Comparator, hybrid_property
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
-from .base import EMAIL_LENGTH, NAME_LENGTH, PHONE_LENGTH, IdMixin, TimestampMixin, UTCDateTime
+from ..types import UTCDateTime
+from .base import EMAIL_LENGTH, NAME_LENGTH, PHONE_LENGTH, IdMixin, TimestampMixin
 from .location import Membership
 
 
 def new_session_token() -> str:
     return secrets.token_urlsafe(32)
+
+
+class UserStatus(enum.StrEnum):
+    """An invited account has no password yet; registering (setting one) makes it active."""
+
+    INVITED = "invited"
+    ACTIVE = "active"
+
+
+class StatusComparator(Comparator[str]):
+    """`User.status` in SQL. Compared with a status it is a test of `password_hash IS [NOT]
+    NULL`, which the planner can use as it is; selected, it is a CASE giving the value."""
+
+    def __init__(self, password_hash: Any):
+        super().__init__(
+            case((password_hash.is_(None), UserStatus.INVITED.value), else_=UserStatus.ACTIVE.value)
+        )
+        self.password_hash = password_hash
+
+    def __eq__(self, other: object) -> ColumnElement[bool]:  # type: ignore[override]
+        if UserStatus(other) is UserStatus.ACTIVE:
+            return self.password_hash.is_not(None)
+        return self.password_hash.is_(None)
+
+    def __ne__(self, other: object) -> ColumnElement[bool]:  # type: ignore[override]
+        if UserStatus(other) is UserStatus.ACTIVE:
+            return self.password_hash.is_(None)
+        return self.password_hash.is_not(None)
 
 
 class User(UserMixin, IdMixin, TimestampMixin, db.Model):
@@ -33,9 +65,14 @@ class User(UserMixin, IdMixin, TimestampMixin, db.Model):
         cascade="all, delete-orphan", passive_deletes=True
     )
 
-    @property
-    def status(self) -> str:
-        return "active" if self.password_hash else "invited"
+    @hybrid_property
+    def status(self) -> UserStatus:
+        return UserStatus.INVITED if self.password_hash is None else UserStatus.ACTIVE
+
+    @status.inplace.comparator
+    @classmethod
+    def _status_comparator(cls) -> StatusComparator:
+        return StatusComparator(cls.password_hash)
 
     def get_id(self) -> str:
         return self.session_token

@@ -4,12 +4,13 @@ import enum
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Boolean, ForeignKey, Index, String, Text
+from sqlalchemy import Boolean, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship, validates
 
+from ..crypto import email_hash
 from ..extensions import db
 from ..types import UTCDateTime, string_enum
-from .base import EMAIL_LENGTH, NAME_LENGTH, PHONE_LENGTH, IdMixin, TimestampMixin
+from .base import EMAIL_LENGTH, NAME_LENGTH, PHONE_LENGTH, IdMixin, TimestampMixin, foreign_id
 from .listing import Employer
 
 
@@ -27,12 +28,10 @@ class Vote(IdMixin, TimestampMixin, db.Model):
         Index("ix_votes_redaction_due", "redacted_at", "created_at"),
     )
 
-    location_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("locations.id", ondelete="RESTRICT"))
+    location_id: Mapped[uuid.UUID] = foreign_id("locations", ondelete="RESTRICT")
     type: Mapped[VoteType] = mapped_column(string_enum(VoteType, "vote_type"))
     active: Mapped[bool] = mapped_column(Boolean, default=False)
-    employer_id: Mapped[uuid.UUID | None] = mapped_column(
-        ForeignKey("listings.id", ondelete="RESTRICT"), index=True
-    )
+    employer_id: Mapped[uuid.UUID | None] = foreign_id("listings", ondelete="RESTRICT", index=True)
     # Null once redacted (PII_RETENTION_DAYS); email_hash stays for duplicates and erasure.
     your_name: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     your_email: Mapped[str | None] = mapped_column(String(EMAIL_LENGTH))
@@ -55,7 +54,5 @@ class Vote(IdMixin, TimestampMixin, db.Model):
     def _keep_email_hash(self, _key: str, email: str | None) -> str | None:
         """Whoever sets the address (submission, staff, moderation) sets its keyed hash."""
         if email is not None:
-            from ..crypto import email_hash
-
             self.email_hash = email_hash(email)
         return email

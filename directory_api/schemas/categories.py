@@ -1,7 +1,8 @@
 from marshmallow import fields
 
 from ..pagination import ListArgs
-from .base import BaseSchema, QueryBool, Resource, Slug, TargetSchema, Text, all_optional
+from .base import BaseSchema, Resource, TargetSchema, all_optional
+from .fields import QueryBool, Slug, SlugOf, Text
 
 
 class CategoryIn(BaseSchema):
@@ -17,10 +18,7 @@ class CategoryUpdate(all_optional(CategoryIn, "CategoryChanges"), TargetSchema):
 class CategoryOut(Resource):
     slug = fields.String()
     name = fields.String()
-    parent = fields.Function(
-        lambda category: category.parent.slug if category.parent else None,
-        metadata={"type": ["string", "null"]},
-    )
+    parent = SlugOf()
 
 
 class CategoryListArgs(ListArgs):

@@ -3,18 +3,8 @@
 from marshmallow import fields, validate
 
 from ..pagination import ListArgs
-from .base import (
-    BaseSchema,
-    Email,
-    LongText,
-    Phone,
-    Resource,
-    Slug,
-    TargetSchema,
-    Text,
-    Url,
-    all_optional,
-)
+from .base import BaseSchema, Resource, TargetSchema, all_optional
+from .fields import Email, LongText, Phone, Slug, Text, Url
 
 MAX_SOCIALS = 20
 

@@ -1,19 +1,8 @@
 from marshmallow import fields
 
 from ..pagination import ListArgs
-from .base import (
-    BaseSchema,
-    Bool,
-    Email,
-    LongText,
-    Phone,
-    QueryBool,
-    Resource,
-    Slug,
-    Text,
-    Url,
-    all_optional,
-)
+from .base import BaseSchema, Resource, all_optional
+from .fields import Bool, Email, LongText, Phone, QueryBool, Slug, SlugOf, Text, Url
 
 # What an owner may change at their own location; the rest is for supers.
 OWNER_FIELDS = frozenset({"name", "description", "email", "phone", "address", "website"})
@@ -37,10 +26,7 @@ LocationUpdate = all_optional(LocationIn, "LocationUpdate")
 class LocationOut(Resource):
     slug = fields.String()
     name = fields.String()
-    region = fields.Function(
-        lambda location: location.region.slug if location.region else None,
-        metadata={"type": ["string", "null"]},
-    )
+    region = SlugOf()
     directory_location = fields.Boolean(data_key="directoryLocation")
     description = fields.String(allow_none=True)
     email = fields.String(allow_none=True)

@@ -46,3 +46,7 @@ class Password(fields.String):
         if problems:
             raise ValidationError(problems)
         return password
+
+    def json_schema(self) -> dict[str, Any]:
+        """For the OpenAPI document (the list of common passwords is not a pattern)."""
+        return {"minLength": MIN_PASSWORD, "maxLength": MAX_PASSWORD}

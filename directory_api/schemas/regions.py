@@ -1,6 +1,7 @@
 from marshmallow import fields
 
-from .base import BaseSchema, Resource, Slug, Text, all_optional
+from .base import BaseSchema, Resource, all_optional
+from .fields import Slug, Text
 
 
 class RegionIn(BaseSchema):

@@ -1,6 +1,7 @@
 from marshmallow import fields
 
-from .base import BaseSchema, Resource, Slug, TargetSchema, Text, Url, all_optional
+from .base import BaseSchema, Resource, TargetSchema, all_optional
+from .fields import Slug, Text, Url
 
 
 class SocialIn(BaseSchema):

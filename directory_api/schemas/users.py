@@ -4,9 +4,11 @@ from typing import Any
 
 from marshmallow import ValidationError, fields, pre_load
 
+from ..models import Role, UserStatus
 from ..models.base import EMAIL_LENGTH
-from .base import BaseSchema, Bool, Email, Phone, Resource, Text, Timestamp
+from .base import BaseSchema, Resource
 from .dump import PlannedDump
+from .fields import Bool, Email, Phone, Text, Timestamp
 from .passwords import Password
 
 
@@ -18,7 +20,7 @@ class UserOut(Resource):
     name = fields.String(allow_none=True)
     phone = fields.String(allow_none=True)
     is_super = fields.Boolean(data_key="isSuper")
-    status = fields.String(metadata={"enum": ["invited", "active"]})
+    status = fields.String(metadata={"enum": [status.value for status in UserStatus]})
     roles = fields.Method(
         "get_roles",
         metadata={
@@ -27,7 +29,7 @@ class UserOut(Resource):
                 "type": "object",
                 "properties": {
                     "location": {"type": "string"},
-                    "role": {"enum": ["owner", "admin"]},
+                    "role": {"enum": [role.value for role in Role]},
                 },
             },
         },
@@ -48,7 +50,9 @@ class ExistingUserOut(PlannedDump):
 
     id = fields.UUID(required=True)
     email = fields.String(required=True)
-    status = fields.String(required=True, metadata={"enum": ["invited", "active"]})
+    status = fields.String(
+        required=True, metadata={"enum": [status.value for status in UserStatus]}
+    )
 
 
 class LoginIn(BaseSchema):

@@ -2,19 +2,10 @@
 
 from marshmallow import fields
 
+from ..models import VoteType
 from ..pagination import ListArgs
-from .base import (
-    BaseSchema,
-    Bool,
-    Email,
-    LongText,
-    Phone,
-    QueryBool,
-    Resource,
-    Slug,
-    Text,
-    all_optional,
-)
+from .base import BaseSchema, Resource, all_optional
+from .fields import Bool, Email, LongText, Phone, QueryBool, Slug, SlugOf, Text
 
 
 class VoteSubmission(BaseSchema):
@@ -60,13 +51,10 @@ class VoteOut(Resource):
     """A vote as those with access to the location see it."""
 
     type = fields.Function(
-        lambda vote: vote.type.value, metadata={"enum": ["btob", "btoc", "employer"]}
+        lambda vote: vote.type.value, metadata={"enum": [kind.value for kind in VoteType]}
     )
     active = fields.Boolean()
-    employer = fields.Function(
-        lambda vote: vote.employer.slug if vote.employer else None,
-        metadata={"type": ["string", "null"]},
-    )
+    employer = SlugOf()
     # Null once redacted (PII_RETENTION_DAYS after submission; API.md 9).
     your_name = fields.String(data_key="yourName", allow_none=True)
     your_email = fields.String(data_key="yourEmail", allow_none=True)

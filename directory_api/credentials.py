@@ -1,0 +1,312 @@
+"""Credentials, and the ways an account gets them: passwords, one-time tokens,
+invitations and role offers, sign-in.
+
+- Passwords are hashed with Argon2id (the cost from the ARGON2_* settings).
+- One-time tokens (invitation, password reset, e-mail change) are 256 random bits, stored
+  only as a SHA-256 hash, single-use and expiring; so are the tokens of pending role grants,
+  which live in their own table.
+- A role goes to an unknown address as an invitation; an existing account gets an offer it
+  accepts once signed in (API.md 9).
+- Signing in starts a fresh session; setting a password ends every other one.
+"""
+
+import hashlib
+import hmac
+import secrets
+import time
+import uuid
+from datetime import timedelta
+from typing import Any, NamedTuple, TypeVar
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from flask import Flask, current_app, session
+from flask_login import login_user
+from sqlalchemy import delete, select
+
+from .email_addresses import normalize_email
+from .errors import abort
+from .extensions import db
+from .models import (
+    GrantedRole,
+    Location,
+    Membership,
+    Role,
+    RoleGrant,
+    Token,
+    TokenPurpose,
+    User,
+    UserStatus,
+    utcnow,
+)
+from .outbox import queue_mail
+from .sessions import SIGNED_IN_KEY, TOUCHED_KEY
+
+# Passwords: Argon2id
+
+
+def init_password_hasher(app: Flask) -> None:
+    hasher = PasswordHasher(
+        time_cost=app.config["ARGON2_TIME_COST"],
+        memory_cost=app.config["ARGON2_MEMORY_COST"],
+        parallelism=app.config["ARGON2_PARALLELISM"],
+    )
+    app.extensions["password_hasher"] = hasher
+    # Checked against when the account is unknown, so a miss costs as much as a hit.
+    app.extensions["dummy_password_hash"] = hasher.hash(secrets.token_urlsafe(16))
+
+
+def _hasher() -> PasswordHasher:
+    return current_app.extensions["password_hasher"]
+
+
+def hash_password(password: str) -> str:
+    return _hasher().hash(password)
+
+
+def verify_password(password_hash: str | None, password: str) -> bool:
+    """True when `password` matches; with no hash, still spends one verification."""
+    try:
+        return (
+            _hasher().verify(
+                password_hash or current_app.extensions["dummy_password_hash"], password
+            )
+            and password_hash is not None
+        )
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def password_needs_rehash(password_hash: str) -> bool:
+    return _hasher().check_needs_rehash(password_hash)
+
+
+# One-time tokens
+
+
+LIFETIMES = {
+    TokenPurpose.INVITATION: timedelta(days=7),
+    TokenPurpose.PASSWORD_RESET: timedelta(hours=1),
+    TokenPurpose.EMAIL_UPDATE: timedelta(hours=24),
+}
+# A role offered to an existing account waits as long as an invitation does.
+GRANT_LIFETIME = timedelta(days=7)
+
+Redeemable = TypeVar("Redeemable", Token, RoleGrant)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> tuple[str, str]:
+    """A 256-bit URL-safe token and the hash that is stored in its place."""
+    token = secrets.token_urlsafe(32)
+    return token, hash_token(token)
+
+
+def void_tokens(user: User, purpose: TokenPurpose) -> None:
+    """Unused tokens of this purpose stop working (a newer one was issued, or they are moot)."""
+    db.session.execute(
+        delete(Token).where(
+            Token.user_id == user.id, Token.purpose == purpose, Token.used_at.is_(None)
+        )
+    )
+
+
+def issue_token(user: User, purpose: TokenPurpose, email: str | None = None) -> str:
+    """A new token for `user`, voiding older unused ones; returns the only copy of it."""
+    void_tokens(user, purpose)
+    return _add_with_token(
+        Token(
+            user_id=user.id, purpose=purpose, email=email, expires_at=utcnow() + LIFETIMES[purpose]
+        )
+    )
+
+
+def _add_with_token(row: Redeemable) -> str:
+    """Give `row` a new token's hash and add it; returns the only copy of the token."""
+    token, row.token_hash = new_token()
+    db.session.add(row)
+    return token
+
+
+def _redeem(model: type[Redeemable], token: str, *criteria: Any) -> Redeemable | None:
+    """The live row of `model` matching `token` and `criteria`, marked used; else None."""
+    if not token or len(token) > 200:
+        return None
+    token_hash = hash_token(token)
+    found = db.session.scalar(
+        select(model)
+        .where(
+            model.token_hash == token_hash,
+            model.used_at.is_(None),
+            model.expires_at > utcnow(),
+            *criteria,
+        )
+        .with_for_update()
+    )
+    if found is None or not hmac.compare_digest(found.token_hash, token_hash):
+        return None
+    found.used_at = utcnow()
+    return found
+
+
+def redeem_token(token: str, purpose: TokenPurpose) -> Token | None:
+    """The live token matching `token`, marked used; None for unknown, used or expired ones."""
+    return _redeem(Token, token, Token.purpose == purpose)
+
+
+def issue_grant(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> str:
+    """A pending grant of `role` (at a location; none for a super) for `user`, replacing an
+    unused one for the same role and place; returns the only copy of its token."""
+    db.session.execute(
+        delete(RoleGrant).where(
+            RoleGrant.user_id == user.id,
+            RoleGrant.role == role,
+            RoleGrant.location_id == location_id,  # IS NULL for a super grant
+            RoleGrant.used_at.is_(None),
+        )
+    )
+    return _add_with_token(
+        RoleGrant(
+            user_id=user.id,
+            location_id=location_id,
+            role=role,
+            expires_at=utcnow() + GRANT_LIFETIME,
+        )
+    )
+
+
+def redeem_grant(token: str, user: User) -> RoleGrant | None:
+    """The live grant for `user` matching `token`, marked used. Another user's token is
+    None and stays usable by its own user."""
+    return _redeem(RoleGrant, token, RoleGrant.user_id == user.id)
+
+
+# Accounts: invitations, role offers and roles
+
+
+def find_user_by_email(email: str) -> User | None:
+    return db.session.scalar(select(User).where(User.email == normalize_email(email)))
+
+
+class Invitation(NamedTuple):
+    user: User
+    existed: bool  # the account was there before: the inviter sees only id, e-mail, status
+    pending: bool  # the role waits for the user to accept it (a pending grant)
+
+
+def describe_role(role: GrantedRole, location: Location | None) -> str:
+    return "a super" if location is None else f"{role.value} of {location.name}"
+
+
+def role_held(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> str | None:
+    """What `user` holds where `role` would go: "super", "owner", "admin" or None."""
+    if role == GrantedRole.SUPER:
+        return GrantedRole.SUPER.value if user.is_super else None
+    held = db.session.get(Membership, (user.id, location_id))
+    return held.role.value if held is not None else None
+
+
+def refuse_held_role(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> None:
+    """409 when `user` already holds `role` there, or a role that includes it."""
+    held = role_held(user, role, location_id)
+    if held == Role.OWNER.value and role == GrantedRole.ADMIN:
+        abort(409, "This user is an owner here, which includes everything an admin may do.")
+    if held == role.value and user.status == UserStatus.ACTIVE:
+        if role == GrantedRole.SUPER:
+            abort(409, "This user is already a super.")
+        abort(409, f"This user is already an {role.value} here.")
+
+
+def give_role(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> None:
+    """Add the role; a role held there already that includes it stays (owner supersedes
+    admin), and an admin offered ownership becomes the owner."""
+    if role == GrantedRole.SUPER:
+        user.is_super = True
+        return
+    held = db.session.get(Membership, (user.id, location_id))
+    if held is None:
+        db.session.add(Membership(user_id=user.id, location_id=location_id, role=Role(role)))
+    elif role == GrantedRole.OWNER:
+        held.role = Role.OWNER
+
+
+def invite(
+    email: str, name: str | None, role: GrantedRole, location: Location | None = None
+) -> Invitation:
+    """Offer `role` (at `location`; none for a super) to `email`.
+
+    An unknown address becomes an invited user who holds the role at once and gets an
+    invitation mail. An account that exists is never pulled in without consent (API.md 9):
+    it gets a pending grant and a mail with the link that accepts it once signed in (a
+    still-invited account registers through its invitation first). The one exception is a
+    still-invited account invited again to a role it already holds: that resends its
+    invitation (a fresh link). An account that existed keeps its name, and the inviter is
+    shown only its id, e-mail and status.
+    """
+    user = find_user_by_email(email)
+    existed = user is not None
+    if user is None:
+        user = User(email=email, name=name)
+        db.session.add(user)
+        db.session.flush()
+    location_id = location.id if location is not None else None
+    refuse_held_role(user, role, location_id)
+    text = describe_role(role, location)
+    renewal = (
+        existed
+        and user.status == UserStatus.INVITED
+        and role_held(user, role, location_id) == role.value
+    )
+    pending = existed and not renewal
+    if pending:
+        token = issue_grant(user, role, location_id)
+        queue_mail(user.email, "role_offer", user=user, role=text, token=token)
+    else:
+        give_role(user, role, location_id)
+        token = issue_token(user, TokenPurpose.INVITATION, email=user.email)
+        queue_mail(user.email, "invitation", user=user, role=text, token=token)
+    db.session.commit()
+    return Invitation(user, existed, pending)
+
+
+def drop_invitation_if_roleless(user: User) -> None:
+    """An invited user whose every role was taken away can no longer accept the invitation."""
+    if user.status != UserStatus.INVITED or user.is_super:
+        return
+    has_role = db.session.scalar(select(Membership.user_id).where(Membership.user_id == user.id))
+    if has_role is None:
+        void_tokens(user, TokenPurpose.INVITATION)
+
+
+# Sign-in and password changes
+
+
+def sign_in(user: User, *, remember: bool = False) -> None:
+    """Start a fresh session for `user` with a new session id (no fixation).
+
+    The session is stored at once: call this before committing, so that a session store
+    that fails (503) leaves the database as it was.
+    """
+    session.clear()
+    login_user(user)
+    session.permanent = remember
+    # The sign-in time ends the session SESSION_MAX_LIFETIME later, however active.
+    session[TOUCHED_KEY] = session[SIGNED_IN_KEY] = int(time.time())
+    current_app.session_interface.regenerate(session)
+    current_app.session_interface.save_now(session)
+
+
+def set_password(user: User, password: str) -> None:
+    """Store a new password: every other session, reset link and pending e-mail change
+    stops working (a password change is how a user locks out someone who had it)."""
+    user.password_hash = hash_password(password)
+    user.rotate_session_token()
+    for purpose in (TokenPurpose.PASSWORD_RESET, TokenPurpose.EMAIL_UPDATE):
+        void_tokens(user, purpose)
+
+
+def record_login(user: User) -> None:
+    user.last_login_at = utcnow()

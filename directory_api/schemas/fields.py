@@ -1,0 +1,234 @@
+"""The API's own field types: text (trimmed, bounded, one line unless long), slugs,
+e-mail addresses, phone numbers, URLs, strict booleans, and timestamps as output.
+
+Each text field also states what it accepts as JSON Schema (`json_schema`), which the OpenAPI
+document shows: the rule and its description are written once, side by side.
+"""
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from email_validator import EmailNotValidError
+from marshmallow import ValidationError, fields, validate
+
+from ..email_addresses import canonical_email
+from ..models.base import (
+    EMAIL_LENGTH,
+    NAME_LENGTH,
+    PHONE_LENGTH,
+    SLUG_LENGTH,
+    TEXT_LENGTH,
+    URL_LENGTH,
+)
+from ..slugs import SLUG_REGEX
+from .dump import SHORTCUTS
+
+# Control characters other than tab and line breaks (NUL included) are never text.
+CONTROL = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f"
+CONTROL_CHARACTERS = re.compile(f"[{CONTROL}]")
+# The rest are regex fragments that read the same in Python and in JSON Schema (whose \s is
+# not Python's), for the OpenAPI document. What str.strip() trims, as a character class body:
+WHITESPACE = "".join(f"\\u{code:04x}" for code in range(0x10000) if chr(code).isspace())
+# Every line break str.splitlines() knows beyond those in CONTROL.
+LINE_BREAKS = r"\n\r\x85\u2028\u2029"
+PHONE_REGEX = r"\+?[0-9][0-9 ()./-]*"
+# A subset of what marshmallow's URL validator takes (http(s), a host name with a TLD).
+URL_REGEX = (
+    r"https?://(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,6}(?::[0-9]{1,5})?"
+    r"(?:/|[/?#][!-~]+)?"
+)
+SPECIAL_USE_DOMAINS = (
+    "Special-use domains (RFC 6761: .test, .localhost, .invalid, .local, .onion, .arpa …) "
+    "are refused."
+)
+
+
+class Text(fields.String):
+    """A trimmed string with a maximum length; empty after trimming counts as missing.
+
+    Optional text may be sent as null or "" to clear it. One-line text refuses line breaks
+    (they would let a value inject headers into mail).
+    """
+
+    default_error_messages = {  # noqa: RUF012
+        "too_long": "Longer than {max} characters.",
+        "line_break": "Must be a single line.",
+        "empty": "May not be empty.",
+        "control": "Contains control characters.",
+    }
+
+    def __init__(self, *, max_length: int = NAME_LENGTH, multiline: bool = False, **kwargs: Any):
+        if not kwargs.get("required"):
+            kwargs.setdefault("allow_none", True)
+        super().__init__(**kwargs)
+        self.max_length = max_length
+        self.multiline = multiline
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        text = super()._deserialize(value, attr, data, **kwargs).strip()
+        if not text:
+            if self.required:
+                raise self.make_error("required")
+            if not self.allow_none:
+                raise self.make_error("empty")
+            return None
+        if len(text) > self.max_length:
+            raise self.make_error("too_long", max=self.max_length)
+        if CONTROL_CHARACTERS.search(text):
+            raise self.make_error("control")
+        # Every line break Python knows (\n, \r, NEL, U+2028, U+2029 …), not only \n and \r.
+        if not self.multiline and len(text.splitlines()) > 1:
+            raise self.make_error("line_break")
+        return self.clean(text)
+
+    def clean(self, text: str) -> str:
+        return text
+
+    @property
+    def refuses_blank(self) -> bool:
+        """Blank text is refused where it is required or may not be cleared; else it means null."""
+        return self.required or not self.allow_none
+
+    def json_schema(self) -> dict[str, Any]:
+        """What the field accepts, as JSON Schema keywords (for the OpenAPI document). They
+        describe the trimmed value; surrounding whitespace is tolerated on input as well."""
+        keywords: dict[str, Any] = {"maxLength": self.max_length}
+        if self.refuses_blank:
+            keywords["minLength"] = 1
+        return keywords | self.value_schema()
+
+    def value_schema(self) -> dict[str, Any]:
+        """The keywords beyond the length: no control characters (nor line breaks, on one
+        line), and something besides whitespace where blank is refused."""
+        refused = CONTROL if self.multiline else CONTROL + LINE_BREAKS
+        some = f"[^{refused}]*"
+        if self.refuses_blank:
+            return {"pattern": f"^{some}[^{WHITESPACE}{CONTROL}]{some}$"}
+        return {"pattern": f"^{some}$"}
+
+
+class FormattedText(Text):
+    """Text in a format that `regex` states: it validates the value and documents it."""
+
+    regex: str
+    error: str
+
+    def clean(self, text: str) -> str:
+        validate.Regexp(f"^{self.regex}$", error=self.error)(text)
+        return text
+
+    def value_schema(self) -> dict[str, Any]:
+        return {"pattern": f"^{self.regex}$" if self.refuses_blank else f"^(?:{self.regex})?$"}
+
+
+class LongText(Text):
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_length=TEXT_LENGTH, multiline=True, **kwargs)
+
+
+class Slug(FormattedText):
+    regex = SLUG_REGEX
+    error = "Lower-case letters, digits and single hyphens only."
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("allow_none", False)  # a slug is never cleared, only replaced
+        super().__init__(max_length=SLUG_LENGTH, **kwargs)
+
+
+class Email(Text):
+    """A syntactically valid address, stored normalised (addresses are case-insensitive)."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_length=EMAIL_LENGTH, **kwargs)
+
+    def clean(self, text: str) -> str:
+        try:
+            return canonical_email(text)
+        except EmailNotValidError as error:
+            raise ValidationError("Not a valid email address.") from error
+
+    def value_schema(self) -> dict[str, Any]:
+        if self.refuses_blank:
+            return {"format": "email", "description": SPECIAL_USE_DOMAINS}
+        # "" clears an optional address, and "format" cannot say so.
+        return {
+            "description": SPECIAL_USE_DOMAINS,
+            "anyOf": [{"format": "email"}, {"maxLength": 0}],
+        }
+
+
+class Phone(FormattedText):
+    """Digits with the usual separators and an optional leading +."""
+
+    regex = PHONE_REGEX
+    error = "Digits, spaces and + ( ) . / - only."
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_length=PHONE_LENGTH, **kwargs)
+
+
+class Url(FormattedText):
+    """An http(s) URL. marshmallow's URL validator decides; the documented `regex` is the
+    part of what it takes that a client can check by pattern."""
+
+    regex = URL_REGEX
+    error = "Not a valid http(s) URL."
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(max_length=URL_LENGTH, **kwargs)
+
+    def clean(self, text: str) -> str:
+        validate.URL(schemes={"http", "https"}, error=self.error)(text)
+        return text
+
+
+class Bool(fields.Boolean):
+    """A JSON boolean, nothing else (no "yes", no 1)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.make_error("invalid", input=value)
+        return value
+
+
+class QueryBool(fields.Boolean):
+    """A boolean query parameter: true/false/1/0."""
+
+    truthy = frozenset({"true", "1"})
+    falsy = frozenset({"false", "0"})
+
+
+def timestamp_text(value: datetime | None) -> str | None:
+    """ISO 8601 in UTC with millisecond precision and a Z suffix."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Timestamp(fields.Field):
+    """Output only: ISO 8601 in UTC with a Z suffix."""
+
+    def _serialize(self, value: datetime | None, attr: Any, obj: Any, **kwargs: Any) -> Any:
+        return timestamp_text(value)
+
+
+SHORTCUTS[Timestamp] = timestamp_text
+
+
+def slug_of(resource: Any) -> str | None:
+    return None if resource is None else resource.slug
+
+
+class SlugOf(fields.String):
+    """Output only: the slug of the related resource in the attribute (a location's region,
+    a category's parent …), or null when there is none."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(dump_only=True, allow_none=True, **kwargs)
+
+    def _serialize(self, value: Any, attr: Any, obj: Any, **kwargs: Any) -> str | None:
+        return slug_of(value)
+
+
+SHORTCUTS[SlugOf] = slug_of
