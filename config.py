@@ -119,6 +119,10 @@ class Config:
     # A worker's claim on a message; a claim whose worker died is retried after it expires.
     OUTBOX_LEASE_SECONDS = env_int("OUTBOX_LEASE_SECONDS", 300)
     VOTE_FALLBACK_RECIPIENT = env("VOTE_FALLBACK_RECIPIENT")
+    # Vote integrity (API.md 8): receipts mailed to one address per rolling 24 hours (past
+    # it the vote is kept, unreceipted), and whether staff may activate unconfirmed votes.
+    VOTE_RECEIPTS_PER_ADDRESS = env_int("VOTE_RECEIPTS_PER_ADDRESS", 5)
+    VOTE_REQUIRE_CONFIRMATION = env_bool("VOTE_REQUIRE_CONFIRMATION", False)
 
     # Data protection (API.md 9; directory_api/privacy.py). Pending outbox bodies are
     # encrypted with a key derived from OUTBOX_KEY (else SECRET_KEY); after a change of

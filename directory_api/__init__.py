@@ -11,8 +11,9 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from config import get_config
 
-# Every model registered before Alembic looks, and the listeners that keep search text current.
-from . import models, search  # noqa: F401
+# Every model registered before Alembic looks, and the listeners that keep search text and
+# the employers' vote counts current.
+from . import models, search, vote_integrity  # noqa: F401
 from .bodies import APIRequest
 from .credentials import init_password_hasher
 from .crypto import init_keys
@@ -199,7 +200,13 @@ def register_blueprints(app: Flask) -> None:
         votes,
     ):
         app.register_blueprint(module.bp)
-    for blueprint in (members.owners, members.admins, listings.businesses, listings.employers):
+    for blueprint in (
+        members.owners,
+        members.admins,
+        listings.businesses,
+        listings.employers,
+        votes.receipts,
+    ):
         app.register_blueprint(blueprint)
     if app.config.get("BENCH_MODE"):
         from .api import bench

@@ -17,6 +17,7 @@ from .outbox import deliver_due, run_worker
 from .privacy import erase, export, rekey_outbox, run_retention
 from .schemas.fields import Email
 from .schemas.passwords import password_problems
+from .vote_integrity import recount_votes
 
 
 def _address(email: str) -> str:
@@ -196,10 +197,12 @@ listings = AppGroup("listings", help="Maintenance of businesses and employers.")
 @listings.command("recount")
 @with_appcontext
 def listings_recount() -> None:
-    """Recompute the stored listing counts (after loading listings outside the app)."""
+    """Recompute the stored counts: listings per location, and each employer's votes (after
+    loading listings or votes outside the app)."""
     recount_listings()
+    recount_votes()
     db.session.commit()
-    click.echo("listing counts recomputed")
+    click.echo("listing and vote counts recomputed")
 
 
 retention = AppGroup("retention", help="Delete or redact personal data past its retention.")

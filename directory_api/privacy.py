@@ -26,6 +26,7 @@ from .extensions import db
 from .models import OutboxMessage, OutboxStatus, RoleGrant, Token, Vote, utcnow
 from .schemas.fields import timestamp_text
 from .schemas.votes import VoteOut
+from .vote_integrity import recount_votes
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,17 @@ def run_retention(now: datetime | None = None) -> RetentionReport:
     for model in (Token, RoleGrant):  # one-time tokens, and role offers with theirs
         spent = select(model.id).where(or_(model.expires_at < now, model.used_at.is_not(None)))
         report.tokens_deleted += _delete_in_batches(model, spent)
+    # A vote's receipt token (API.md 8) once its 30 days are over; the vote stays.
+    expired_receipts = select(Vote.id).where(Vote.receipt_expires_at < now)
+    report.tokens_deleted += _in_batches(
+        expired_receipts,
+        lambda ids: db.session.execute(
+            update(Vote)
+            .where(Vote.id.in_(ids))
+            .values(receipt_token_hash=None, receipt_expires_at=None)
+            .execution_options(synchronize_session=False)
+        ),
+    )
 
     if any(asdict(report).values()):
         log.info("retention: %s", report.as_dict())
@@ -161,7 +173,8 @@ def export(email: str) -> dict[str, Any]:
 
 def erase(email: str) -> dict[str, int]:
     """Delete every vote submitted with `email` and every message to or for it."""
-    vote_ids = db.session.scalars(_votes_of(email).with_only_columns(Vote.id)).all()
+    votes = db.session.execute(_votes_of(email).with_only_columns(Vote.id, Vote.employer_id)).all()
+    vote_ids = [vote_id for vote_id, _ in votes]
     message_ids = [message.id for message in _messages_of(email)]
     for model, ids in ((Vote, vote_ids), (OutboxMessage, message_ids)):
         for start in range(0, len(ids), BATCH):
@@ -170,6 +183,8 @@ def erase(email: str) -> dict[str, int]:
                 .where(model.id.in_(ids[start : start + BATCH]))
                 .execution_options(synchronize_session=False)
             )
+    # Bulk deletes pass by the stored results counts: count those employers' votes again.
+    recount_votes({employer_id for _, employer_id in votes if employer_id is not None})
     db.session.commit()
     log.info("privacy erase: %d votes, %d messages", len(vote_ids), len(message_ids))
     return {"votes": len(vote_ids), "messages": len(message_ids)}

@@ -238,12 +238,17 @@ def send_outbox(app: Flask) -> str:
     return result.output
 
 
-def queued_mail(to: str | None = None) -> list:
+def queued_mail(to: str | None = None, template: str | None = None) -> list:
+    """The outbox, oldest first: every message, or those to `to` / from `template`."""
     from directory_api.models import OutboxMessage
 
     db.session.rollback()
     rows = db.session.scalars(sqlalchemy.select(OutboxMessage).order_by(OutboxMessage.created_at))
-    return [row for row in rows if to is None or to in row.recipients]
+    return [
+        row
+        for row in rows
+        if (to is None or to in row.recipients) and (template is None or row.template == template)
+    ]
 
 
 def link_in(text: str, path: str) -> str:

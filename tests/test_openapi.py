@@ -126,6 +126,41 @@ def test_path_parameters_carry_their_formats(document):
     assert params["item_slug"]["pattern"].startswith("^[a-z0-9]")
 
 
+def test_an_undeclared_route_stops_the_app_at_start_up():
+    """A route whose view lost its @endpoint (e.g. wrapped by another decorator) would drop
+    out of the document and the body rule; the app refuses to start instead."""
+    from functools import wraps
+
+    from flask import Flask
+
+    from directory_api.endpoints import check_declared, endpoint
+
+    def logged(view):
+        @wraps(view)
+        def wrapper(**kwargs):
+            return view(**kwargs)
+
+        return wrapper
+
+    app = Flask(__name__)
+
+    @app.get("/declared")
+    @endpoint()
+    def declared():
+        """Declared."""
+
+    check_declared(app)
+
+    @app.get("/wrapped")
+    @logged
+    @endpoint()
+    def wrapped():
+        """Wrapped above its declaration."""
+
+    with pytest.raises(LookupError, match="wrapped"):
+        check_declared(app)
+
+
 def test_a_view_without_a_description_breaks_the_document(app_factory):
     from directory_api.openapi import build_openapi
 

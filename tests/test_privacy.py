@@ -5,6 +5,7 @@ application's column types: that is what a dump or a stolen backup would show.
 """
 
 import json
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -385,8 +386,16 @@ def test_migration_rewrites_old_spellings_and_hashes_old_votes(tmp_path):
             "ann@example.com": "ann@example.com",
         }
         ids = {email: make_user(email).id for email in old_forms}
-        vote = make_vote(make_location("harbour"), your_email="Straße@Example.com")
-        db.session.execute(sqlalchemy.update(Vote).values(email_hash=None))
+        # A vote as 0009 stored it: its own columns only (the model has later ones).
+        vote_id = uuid.uuid4()
+        db.session.execute(
+            sqlalchemy.text(
+                "INSERT INTO votes (id, location_id, type, active, your_name, your_email,"
+                " business_name, vote_body, created_at, updated_at) VALUES (:id, :location,"
+                " 'employer', 0, 'Val', 'Straße@Example.com', 'Acme', 'Good', :now, :now)"
+            ),
+            {"id": vote_id.hex, "location": make_location("harbour").id.hex, "now": utcnow()},
+        )
         db.session.commit()
 
         upgrade()
@@ -400,6 +409,6 @@ def test_migration_rewrites_old_spellings_and_hashes_old_votes(tmp_path):
             "ａｎｎ@example.com": "ａｎｎ@example.com",
             "ann@example.com": "ann@example.com",
         }
-        assert db.session.get(Vote, vote.id).email_hash == email_hash("strasse@example.com")
+        assert db.session.get(Vote, vote_id).email_hash == email_hash("strasse@example.com")
         db.session.remove()
         db.engine.dispose()

@@ -311,6 +311,19 @@ TABLE: Rows = {
     ("/locations/<slug:slug>/votes/submit/employer", "POST"): submission(
         "employer", 201, yourPosition="Clerk"
     ),
+    ("/locations/<slug:slug>/votes/summary", "GET"): Case(
+        "/locations/harbour/votes/summary", only(200, ACCESS), needs=("votes",)
+    ),
+    ("/locations/<slug:slug>/votes/results", "GET"): Case(
+        "/locations/harbour/votes/results", everyone(200), needs=("votes",)
+    ),
+    # Vote receipts (API.md 8): the token from the receipt mail is the credential.
+    ("/votes/confirm/<token>", "POST"): Case(
+        "/votes/confirm/{receipt_token}", everyone(200), needs=("receipt",)
+    ),
+    ("/votes/withdraw/<token>", "POST"): Case(
+        "/votes/withdraw/{receipt_token}", everyone(204), needs=("receipt",)
+    ),
 }
 
 # (rule, method, identity) → what is wrong, for cases where the service breaks API.md.
@@ -412,6 +425,15 @@ def role_offer_token(app: Flask) -> str:
     return link_in(queued_mail(EMAILS["nobody"])[-1].body, "/roles/accept/")
 
 
+def receipt_token(app: Flask) -> str:
+    """The token of the receipt an employer vote submitted to harbour gets."""
+    response = app.test_client().post(
+        "/locations/harbour/votes/submit/employer", json={**SUBMISSION, "yourPosition": "Clerk"}
+    )
+    assert response.status_code == 201, response.get_json()
+    return link_in(queued_mail(SUBMISSION["yourEmail"])[-1].body, "/votes/confirm/")
+
+
 def build_world(app: Flask, needs: tuple[str, ...]) -> dict[str, str]:
     """Harbour and hill, one user per identity, and what `needs` names; returns the ids and
     tokens the request's path and body refer to."""
@@ -455,6 +477,8 @@ def build_world(app: Flask, needs: tuple[str, ...]) -> dict[str, str]:
         values["email_token"] = email_change_token(app)
     if "offer" in needs:
         values["offer_token"] = role_offer_token(app)
+    if "receipt" in needs:
+        values["receipt_token"] = receipt_token(app)
     return values
 
 

@@ -11,16 +11,18 @@ from typing import Any
 
 from flask import Blueprint, current_app
 from flask_login import current_user
-from sqlalchemy import Select, select
+from sqlalchemy import Select, case, func, select
 from sqlalchemy.orm import joinedload
 
+from .. import vote_integrity as integrity
 from ..access import has_location_access
 from ..endpoints import Access, Answer, endpoint
 from ..errors import abort
 from ..extensions import db
-from ..limits import votes_per_ip
+from ..limits import token_endpoints, votes_per_ip
 from ..models import (
     Employer,
+    Listing,
     Location,
     Membership,
     OutboxStatus,
@@ -31,7 +33,7 @@ from ..models import (
     VoteType,
 )
 from ..outbox import queue_mail
-from ..pagination import paginate
+from ..pagination import ListArgs, paginate
 from ..schemas.common import ReceivedOut, StatusOut
 from ..schemas.votes import (
     BtobSubmission,
@@ -41,6 +43,8 @@ from ..schemas.votes import (
     VoteIn,
     VoteListArgs,
     VoteOut,
+    VoteResultOut,
+    VoteSummaryOut,
     VoteTarget,
     VoteUpdate,
 )
@@ -51,6 +55,9 @@ from .lookups import by_slug_or_422, get_or_404, id_by_slug
 log = logging.getLogger(__name__)
 bp = Blueprint("votes", __name__, url_prefix="/locations/<slug:slug>/votes")
 
+ResultArgs = ListArgs.sorted_by(
+    {"votes": Listing.vote_count, "name": Listing.name}, default="-votes,name"
+)
 VoteArgs = VoteListArgs.sorted_by(
     {
         "createdAt": Vote.created_at,
@@ -116,6 +123,7 @@ def vote_recipients(location: Location) -> list[str]:
 @endpoint(EmployerSubmission, ReceivedOut, status=201, **SUBMISSION)
 def submit_employer(data, location: Location):
     """Submit an employer vote (public); it awaits moderation."""
+    typed_email = data.pop("typed_email")
     slug_given = data.pop("employer", None)
     employer = (
         employer_by_slug(location, slug_given)
@@ -127,6 +135,8 @@ def submit_employer(data, location: Location):
     )
     db.session.add(vote)
     db.session.flush()
+    integrity.mark_duplicate(vote)  # recorded for staff; the answer is the same either way
+    integrity.send_receipt(vote, location, typed_email)
     return {"id": vote.id, "status": "received"}
 
 
@@ -166,12 +176,19 @@ def mail_vote(location: Location, kind: VoteType, data: dict[str, Any]) -> dict[
     return {"status": "queued"}
 
 
-def filter_votes(stmt: Select, args: dict[str, Any], location: Location) -> Select:
+def filter_votes(stmt: Select, args: dict[str, Any], location: Location, access: bool) -> Select:
+    """The list's filters; those on moderation (`confirmed`, `duplicate`) only for staff,
+    as the public sees neither (for them they change nothing)."""
     if "employer" in args:
         employer = id_by_slug(Employer, args["employer"], Employer.location_id == location.id)
         stmt = stmt.where(Vote.employer_id == employer)
     if "active" in args:
         stmt = stmt.where(Vote.active.is_(args["active"]))
+    if access and "confirmed" in args:
+        stmt = stmt.where(Vote.confirmed.is_(args["confirmed"]))
+    if access and "duplicate" in args:
+        flagged = Vote.duplicate_of_id.is_not(None)
+        stmt = stmt.where(flagged if args["duplicate"] else ~flagged)
     return stmt
 
 
@@ -180,7 +197,7 @@ def filter_votes(stmt: Select, args: dict[str, Any], location: Location) -> Sele
 def list_votes(args, location: Location):
     """List votes, newest first; inactive ones only for those with access."""
     access = has_location_access(current_user, location)
-    stmt = filter_votes(visible_votes(location, access), args, location)
+    stmt = filter_votes(visible_votes(location, access), args, location, access)
     page = paginate(stmt, args, options=WITH_EMPLOYER)
     return Answer(page, schema=VIEWS[access])
 
@@ -209,19 +226,26 @@ def vote_of(location: Location, vote_id: uuid.UUID) -> Vote:
 @bp.post("/")
 @endpoint(VoteIn, VoteOut, status=201, access=Access.ACCESS)
 def create_vote(data, location: Location):
-    """Enter a vote by hand (an employer vote, e.g. from paper)."""
+    """Enter a vote by hand (an employer vote, e.g. from paper); staff vouch for it, so it is
+    confirmed (no receipt)."""
     resolve_employer(location, data)
     vote = Vote(location_id=location.id, type=VoteType.EMPLOYER, **data)
+    integrity.confirm(vote)
     db.session.add(vote)
+    db.session.flush()
+    integrity.mark_duplicate(vote)
     db.session.commit()
     return created(vote, "get_vote", vote_id=vote.id)
 
 
 @bp.put("/")
-@endpoint(VoteUpdate, VoteOut, access=Access.ACCESS, not_found=True)
+@endpoint(VoteUpdate, VoteOut, access=Access.ACCESS, conflicts=True, not_found=True)
 def update_vote(data, location: Location):
     """Moderate the vote named by `id`: activate, link an employer, correct the text."""
     vote = vote_of(location, data.pop("id"))
+    activating = data.get("active") is True and not vote.active
+    if activating and not vote.confirmed and current_app.config["VOTE_REQUIRE_CONFIRMATION"]:
+        abort(409, "This vote is not confirmed by its submitter yet; it cannot be activated.")
     resolve_employer(location, data)
     apply_changes(vote, data)
     db.session.commit()
@@ -232,5 +256,69 @@ def update_vote(data, location: Location):
 @endpoint(VoteTarget, status=204, access=Access.ACCESS, not_found=True)
 def delete_vote(target, location: Location):
     """Delete the vote named by `id`."""
-    db.session.delete(vote_of(location, target["id"]))
+    integrity.delete_vote(vote_of(location, target["id"]))
+    db.session.commit()
+
+
+@bp.get("/summary")
+@endpoint(response=VoteSummaryOut, access=Access.ACCESS)
+def vote_summary(location: Location):
+    """The moderation queue at a glance: counts, and per employer (two queries)."""
+    inactive = case((Vote.active.is_(False), 1), else_=0)
+    active = case((Vote.active.is_(True), 1), else_=0)
+    figures = db.session.execute(
+        select(
+            func.coalesce(func.sum(inactive), 0).label("pending"),
+            func.coalesce(func.sum(case((Vote.confirmed.is_(False), 1), else_=0)), 0),
+            func.coalesce(func.sum(case((Vote.duplicate_of_id.is_not(None), 1), else_=0)), 0),
+            func.coalesce(func.sum(active), 0),
+        ).where(Vote.location_id == location.id)
+    ).one()
+    employers = db.session.execute(
+        select(
+            Employer.slug,
+            Employer.name,
+            func.sum(active).label("active"),
+            func.sum(inactive).label("pending"),
+        )
+        .join(Vote, Vote.employer_id == Employer.id)
+        .where(Vote.location_id == location.id)
+        .group_by(Employer.id, Employer.slug, Employer.name)
+        .order_by(Employer.name, Employer.slug)
+    ).all()
+    pending, unconfirmed, duplicates, active_votes = figures
+    return {
+        "pending": pending,
+        "unconfirmed": unconfirmed,
+        "duplicates": duplicates,
+        "active": active_votes,
+        "employers": [row._mapping for row in employers],
+    }
+
+
+@bp.get("/results")
+@endpoint(response=VoteResultOut, query=ResultArgs, paged=True)
+def vote_results(args, location: Location):
+    """Active, non-duplicate employer votes per employer, most first (public)."""
+    employers = select(Employer).where(Employer.location_id == location.id, Employer.vote_count > 0)
+    return paginate(employers, args)
+
+
+receipts = Blueprint("receipts", __name__, url_prefix="/votes")
+
+
+@receipts.post("/confirm/<token>")
+@endpoint(response=StatusOut, limits=(token_endpoints,))
+def confirm_vote(token: str):
+    """Confirm your vote with the token from its receipt (again: the same answer)."""
+    integrity.confirm(integrity.vote_by_receipt(token))
+    db.session.commit()
+    return {"status": "confirmed"}
+
+
+@receipts.post("/withdraw/<token>")
+@endpoint(status=204, limits=(token_endpoints,))
+def withdraw_vote(token: str):
+    """Withdraw your vote with the token from its receipt: it and your details are deleted."""
+    integrity.delete_vote(integrity.vote_by_receipt(token))
     db.session.commit()

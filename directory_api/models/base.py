@@ -10,14 +10,11 @@ from sqlalchemy.orm import Mapped, MappedColumn, mapped_column
 from ..types import UTCDateTime, utcnow
 
 
-def foreign_id(
-    table: str, *, ondelete: str, primary_key: bool = False, index: bool = False
-) -> MappedColumn[Any]:
+def foreign_id(table: str, *, ondelete: str, **options: Any) -> MappedColumn[Any]:
     """A column holding the id of a row of `table`, saying what deleting that row does
-    (CASCADE takes this row along, RESTRICT refuses); nullable if its annotation says so."""
-    return mapped_column(
-        ForeignKey(f"{table}.id", ondelete=ondelete), primary_key=primary_key, index=index
-    )
+    (CASCADE takes this row along, RESTRICT refuses); nullable if its annotation says so.
+    `options` go to `mapped_column` (primary_key, index …)."""
+    return mapped_column(ForeignKey(f"{table}.id", ondelete=ondelete), **options)
 
 
 class IdMixin:

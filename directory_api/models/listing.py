@@ -63,6 +63,9 @@ class Listing(IdMixin, ContactMixin, TimestampMixin, db.Model):
     # (search.py).
     search_name: Mapped[str] = mapped_column(Text, default="")
     search_text: Mapped[str] = mapped_column(Text, default="")
+    # Employers: their active, non-duplicate votes, kept by vote_integrity.py on every
+    # change, so the public results page reads counts instead of counting votes.
+    vote_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     location: Mapped[Location] = relationship()
     subcategory: Mapped[Category | None] = relationship()

@@ -4,7 +4,7 @@ import enum
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Boolean, Index, String, Text
+from sqlalchemy import Boolean, Index, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship, validates
 
 from ..crypto import email_hash
@@ -26,12 +26,18 @@ class Vote(IdMixin, TimestampMixin, db.Model):
         Index("ix_votes_location_created", "location_id", "created_at", "id"),
         Index("ix_votes_location_active", "location_id", "active"),
         Index("ix_votes_redaction_due", "redacted_at", "created_at"),
+        # The receipt cap counts an address's recent votes (vote_integrity.py).
+        Index("ix_votes_email_hash_created", "email_hash", "created_at"),
     )
 
     location_id: Mapped[uuid.UUID] = foreign_id("locations", ondelete="RESTRICT")
-    type: Mapped[VoteType] = mapped_column(string_enum(VoteType, "vote_type"))
-    active: Mapped[bool] = mapped_column(Boolean, default=False)
-    employer_id: Mapped[uuid.UUID | None] = foreign_id("listings", ondelete="RESTRICT", index=True)
+    # What decides whether a vote counts in its employer's results keeps its old value
+    # when changed (active_history), for the stored counts (vote_integrity.py).
+    type: Mapped[VoteType] = mapped_column(string_enum(VoteType, "vote_type"), active_history=True)
+    active: Mapped[bool] = mapped_column(Boolean, default=False, active_history=True)
+    employer_id: Mapped[uuid.UUID | None] = foreign_id(
+        "listings", ondelete="RESTRICT", index=True, active_history=True
+    )
     # Null once redacted (PII_RETENTION_DAYS); email_hash stays for duplicates and erasure.
     your_name: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     your_email: Mapped[str | None] = mapped_column(String(EMAIL_LENGTH))
@@ -41,8 +47,20 @@ class Vote(IdMixin, TimestampMixin, db.Model):
     vote_body: Mapped[str] = mapped_column(Text)
     your_business: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     your_position: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
-    email_hash: Mapped[str | None] = mapped_column(String(64), index=True)
+    email_hash: Mapped[str | None] = mapped_column(String(64))
     redacted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    # Vote integrity (API.md 8; vote_integrity.py). An employer vote is confirmed from the
+    # receipt mailed to its submitter; one token (kept as its SHA-256) confirms or
+    # withdraws it for 30 days. A later vote from the same address for the same employer
+    # points at the earliest.
+    confirmed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    duplicate_of_id: Mapped[uuid.UUID | None] = foreign_id(
+        "votes", ondelete="SET NULL", index=True, active_history=True
+    )
+    receipt_token_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
+    receipt_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     employer: Mapped[Employer | None] = relationship()
 

@@ -1,11 +1,14 @@
 """Votes: one submission schema per type on a shared base, and two views of a vote."""
 
-from marshmallow import fields
+from typing import Any
+
+from marshmallow import Schema, fields, post_load
 
 from ..models import VoteType
 from ..pagination import ListArgs
 from .base import BaseSchema, Resource, all_optional
-from .fields import Bool, Email, LongText, Phone, QueryBool, Slug, SlugOf, Text
+from .dump import PlannedDump
+from .fields import Bool, Email, LongText, Phone, QueryBool, Slug, SlugOf, Text, Timestamp
 
 
 class VoteSubmission(BaseSchema):
@@ -27,12 +30,23 @@ class BtocSubmission(VoteSubmission):
     pass
 
 
-class EmployerSubmission(VoteSubmission):
+class EmployerVote(VoteSubmission):
     your_position = Text(required=True, data_key="yourPosition")
     employer = Slug()  # optional: else the employer whose name equals businessName
 
 
-class VoteIn(EmployerSubmission):
+class EmployerSubmission(EmployerVote):
+    """The public's employer vote: it gets a receipt."""
+
+    @post_load(pass_original=True)
+    def keep_typed_address(self, data: dict[str, Any], original: Any, **_: Any) -> dict[str, Any]:
+        """The address as typed (`typed_email`), where the receipt goes (API.md 8); the vote
+        keeps it in its one spelling, like every stored address."""
+        data["typed_email"] = str(original["yourEmail"]).strip()
+        return data
+
+
+class VoteIn(EmployerVote):
     """A vote entered by staff (e.g. from paper): the employer type's fields and moderation."""
 
     active = Bool(load_default=False)
@@ -65,15 +79,58 @@ class VoteOut(Resource):
     your_business = fields.String(data_key="yourBusiness", allow_none=True)
     your_position = fields.String(data_key="yourPosition", allow_none=True)
     redacted = fields.Boolean()
+    # Vote integrity (API.md 8): staff only.
+    confirmed = fields.Boolean()
+    confirmed_at = Timestamp(data_key="confirmedAt", allow_none=True)
+    duplicate_of = fields.UUID(data_key="duplicateOf", attribute="duplicate_of_id", allow_none=True)
 
 
 class PublicVoteOut(VoteOut):
-    """A vote as everyone else sees it: no way to reach the person who wrote it."""
+    """A vote as everyone else sees it: no way to reach the person who wrote it, nothing of
+    its moderation."""
 
     class Meta:
-        exclude = ("your_email", "your_phone", "redacted")
+        exclude = (
+            "your_email",
+            "your_phone",
+            "redacted",
+            "confirmed",
+            "confirmed_at",
+            "duplicate_of",
+        )
+
+
+# The filters only staff may use: the public sees neither confirmations nor duplicates.
+STAFF_FILTERS = ("confirmed", "duplicate")
 
 
 class VoteListArgs(ListArgs):
     employer = Slug()
     active = QueryBool()
+    confirmed = QueryBool(metadata={"description": "Staff only."})
+    duplicate = QueryBool(metadata={"description": "Staff only: flagged as a duplicate."})
+
+
+class VoteSummaryEmployer(Schema):
+    employer = fields.String(required=True, attribute="slug")
+    name = fields.String(required=True)
+    active = fields.Integer(required=True)
+    pending = fields.Integer(required=True)
+
+
+class VoteSummaryOut(Schema):
+    """The moderation queue at a glance (API.md 8)."""
+
+    pending = fields.Integer(required=True, metadata={"description": "Inactive votes."})
+    unconfirmed = fields.Integer(required=True)
+    duplicates = fields.Integer(required=True)
+    active = fields.Integer(required=True)
+    employers = fields.List(fields.Nested(VoteSummaryEmployer), required=True)
+
+
+class VoteResultOut(PlannedDump):
+    """An employer's active, non-duplicate employer votes."""
+
+    employer = fields.String(required=True, attribute="slug")
+    name = fields.String(required=True)
+    votes = fields.Integer(required=True, attribute="vote_count")

@@ -1,0 +1,213 @@
+"""Vote integrity (API.md 8): receipts that confirm or withdraw an employer vote, duplicates,
+and the per-employer counts the public results read.
+
+- A receipt carries one token per vote (kept as its SHA-256, valid 30 days) for both links,
+  confirm and withdraw. An address gets at most `VOTE_RECEIPTS_PER_ADDRESS` receipts per
+  rolling 24 hours, counted on its keyed hash (the normalised address, as every per-address
+  rule): past that the vote is kept, with no receipt and so no token.
+- A vote whose address already voted for the same employer at the location (or, with no
+  employer linked, for the same case-folded business name) points at the earliest such vote
+  (`duplicate_of_id`). Deleting a vote (withdrawal, staff) hands that role to the next one.
+- `Listing.vote_count` holds an employer's active, non-duplicate votes. Every change to a
+  vote through the ORM keeps it (mapper events below); `recount_votes` restores it after
+  bulk statements (erasure) or by hand (`flask votes recount`).
+"""
+
+import hmac
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import Connection, event, func, inspect, select, update
+
+from .credentials import hash_token, new_token
+from .crypto import email_hash
+from .errors import abort
+from .extensions import db
+from .models import Listing, Location, Vote, VoteType, utcnow
+from .outbox import queue_mail
+
+RECEIPT_LIFETIME = timedelta(days=30)
+RECEIPT_WINDOW = timedelta(hours=24)
+
+
+# Receipts ---------------------------------------------------------------------------------
+
+
+def receipts_sent_recently(address_hash: str) -> int:
+    """Receipts mailed to this (normalised) address in the last 24 hours: votes that got a
+    token. A withdrawn vote is gone and no longer counts; nothing else frees the allowance."""
+    return db.session.scalar(
+        select(func.count())
+        .select_from(Vote)
+        .where(
+            Vote.email_hash == address_hash,
+            Vote.created_at > utcnow() - RECEIPT_WINDOW,
+            Vote.receipt_token_hash.is_not(None),
+        )
+    )
+
+
+def send_receipt(vote: Vote, location: Location, address: str) -> bool:
+    """Give `vote` its token and queue its receipt to `address` (as the voter typed it),
+    unless that address had its allowance. Call before the vote has a token."""
+    cap = current_app.config["VOTE_RECEIPTS_PER_ADDRESS"]
+    if receipts_sent_recently(email_hash(address)) >= cap:
+        return False
+    token, vote.receipt_token_hash = new_token()
+    vote.receipt_expires_at = utcnow() + RECEIPT_LIFETIME
+    queue_mail(address, "vote_receipt", vote=vote, location=location, token=token)
+    return True
+
+
+def vote_by_receipt(token: str) -> Vote:
+    """The vote a live receipt token names, locked for the change; 404 when the token is
+    unknown or expired (or its vote withdrawn)."""
+    token_hash = hash_token(token) if token and len(token) <= 200 else ""
+    vote = db.session.scalar(
+        select(Vote)
+        .where(Vote.receipt_token_hash == token_hash, Vote.receipt_expires_at > utcnow())
+        .with_for_update()
+    )
+    if vote is None or not hmac.compare_digest(vote.receipt_token_hash or "", token_hash):
+        abort(404, "This receipt link is invalid or expired.")
+    return vote
+
+
+def confirm(vote: Vote) -> None:
+    """Confirmed from now on; confirming again changes nothing (the first time stays)."""
+    if not vote.confirmed:
+        vote.confirmed, vote.confirmed_at = True, utcnow()
+
+
+# Duplicates -------------------------------------------------------------------------------
+
+
+def same_target(vote: Vote, other: Vote) -> bool:
+    """Whether `other` is a vote for what `vote` is for: its employer, or with none linked,
+    the same business name (case-folded)."""
+    if vote.employer_id is not None:
+        return other.employer_id == vote.employer_id
+    return other.employer_id is None and (
+        other.business_name.casefold() == vote.business_name.casefold()
+    )
+
+
+def earlier_votes(vote: Vote) -> list[Vote]:
+    """Employer votes from `vote`'s address at its location, earliest first (few per address)."""
+    if vote.email_hash is None:
+        return []
+    return list(
+        db.session.scalars(
+            select(Vote)
+            .where(
+                Vote.location_id == vote.location_id,
+                Vote.email_hash == vote.email_hash,
+                Vote.type == VoteType.EMPLOYER,
+                Vote.id != vote.id,
+            )
+            .order_by(Vote.created_at, Vote.id)
+        )
+    )
+
+
+def mark_duplicate(vote: Vote) -> None:
+    """Point `vote` at the earliest earlier vote from its address for the same target."""
+    with db.session.no_autoflush:
+        original = next((v for v in earlier_votes(vote) if same_target(vote, v)), None)
+    vote.duplicate_of_id = original.id if original is not None else None
+
+
+def delete_vote(vote: Vote) -> None:
+    """Delete `vote` (and its personal data); its duplicates point at the earliest of them,
+    which stops being one."""
+    followers = list(
+        db.session.scalars(
+            select(Vote).where(Vote.duplicate_of_id == vote.id).order_by(Vote.created_at, Vote.id)
+        )
+    )
+    if followers:
+        first, *rest = followers
+        first.duplicate_of_id = None
+        for other in rest:
+            other.duplicate_of_id = first.id
+        db.session.flush()
+    db.session.delete(vote)
+
+
+# Stored counts ----------------------------------------------------------------------------
+
+COUNTED_FIELDS = ("type", "active", "employer_id", "duplicate_of_id")
+
+
+def counted_employer(values: dict[str, Any]) -> uuid.UUID | None:
+    """The employer a vote with these values counts for in the results, if any."""
+    if (
+        values["type"] == VoteType.EMPLOYER
+        and values["active"]
+        and values["duplicate_of_id"] is None
+    ):
+        return values["employer_id"]
+    return None
+
+
+def _values(vote: Vote, *, before: bool) -> dict[str, Any]:
+    state = inspect(vote)
+    values = {}
+    for name in COUNTED_FIELDS:
+        history = state.attrs[name].history
+        # The columns keep their old value when changed (active_history), so `deleted` has it.
+        values[name] = history.deleted[0] if before and history.deleted else getattr(vote, name)
+    return values
+
+
+def _apply(connection: Connection, changes: Counter) -> None:
+    listings = Listing.__table__
+    for employer_id, delta in changes.items():
+        if employer_id is not None and delta:
+            connection.execute(
+                update(listings)
+                .where(listings.c.id == employer_id)
+                .values(vote_count=listings.c.vote_count + delta)
+            )
+
+
+@event.listens_for(Vote, "after_insert")
+def _count_inserted(_mapper: Any, connection: Connection, vote: Vote) -> None:
+    _apply(connection, Counter({counted_employer(_values(vote, before=False)): 1}))
+
+
+@event.listens_for(Vote, "after_update")
+def _count_updated(_mapper: Any, connection: Connection, vote: Vote) -> None:
+    changes = Counter({counted_employer(_values(vote, before=False)): 1})
+    changes.subtract({counted_employer(_values(vote, before=True)): 1})
+    _apply(connection, changes)
+
+
+@event.listens_for(Vote, "after_delete")
+def _count_deleted(_mapper: Any, connection: Connection, vote: Vote) -> None:
+    changes: Counter = Counter()
+    changes.subtract({counted_employer(_values(vote, before=True)): 1})
+    _apply(connection, changes)
+
+
+def recount_votes(employer_ids: Iterable[uuid.UUID] | None = None) -> None:
+    """Set `vote_count` from the votes (of these employers, or of all): after bulk deletes."""
+    counted = (
+        select(func.count())
+        .select_from(Vote)
+        .where(
+            Vote.employer_id == Listing.id,
+            Vote.type == VoteType.EMPLOYER,
+            Vote.active.is_(True),
+            Vote.duplicate_of_id.is_(None),
+        )
+        .scalar_subquery()
+    )
+    stmt = update(Listing).where(Listing.kind == "employer").values(vote_count=counted)
+    if employer_ids is not None:
+        stmt = stmt.where(Listing.id.in_(list(employer_ids)))
+    db.session.execute(stmt.execution_options(synchronize_session=False))

@@ -1,0 +1,484 @@
+"""Vote integrity (API.md 8): receipts that confirm or withdraw an employer vote, duplicates
+flagged for staff only, the per-address receipt cap, the moderation summary and the public
+results, as a client sees them."""
+
+import json
+import uuid
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import event, select, text
+
+from directory_api.extensions import db
+from directory_api.models import Employer, Role, Vote, utcnow
+
+from .conftest import PG_URL, assert_problem, link_in, queued_mail, send_outbox, signed_in
+from .factories import grant, make_listing, make_location, make_user, make_vote
+
+VOTES = "/locations/harbour/votes/"
+ADDRESS = "val.voter@example.org"
+
+
+def submission(**changes) -> dict:
+    return {
+        "yourName": "Val Voter",
+        "yourEmail": ADDRESS,
+        "yourPhone": "+44 20 7946 0018",
+        "businessName": "Harbour Works",
+        "businessBranch": "Quay",
+        "voteBody": "Fair pay, kind people.",
+        "yourPosition": "Clerk",
+        **changes,
+    }
+
+
+def submit(client, **changes):
+    response = client.post(VOTES + "submit/employer", json=submission(**changes))
+    assert response.status_code == 201, response.get_json()
+    return response.get_json()["id"]
+
+
+def receipt_token(address: str = ADDRESS) -> str:
+    """The token of the latest receipt queued to `address` (the same in both links)."""
+    body = queued_mail(address)[-1].body
+    token = link_in(body, "/votes/confirm/")
+    assert link_in(body, "/votes/withdraw/") == token
+    return token
+
+
+@pytest.fixture
+def harbour(app):
+    location = make_location("harbour", name="Harbour Town")
+    make_listing("employer", location, "works", name="Harbour Works")
+    make_listing("employer", location, "mill", name="Old Mill")
+    return location
+
+
+@pytest.fixture
+def staff(app, harbour):
+    owner = make_user("owner@example.com")
+    grant(owner, harbour, Role.OWNER)
+    return signed_in(app, owner.email)
+
+
+def staff_view(staff, vote_id: str) -> dict:
+    response = staff.get(VOTES + f"id/{vote_id}")
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
+# --- receipts --------------------------------------------------------------------------------
+
+
+def test_the_receipt_reaches_the_voter_with_both_links(app_factory, smtp_server):
+    catcher, port = smtp_server
+    app = app_factory(
+        MAIL_SERVER="127.0.0.1",
+        MAIL_PORT=port,
+        MAIL_SUPPRESS_SEND=False,
+        FRONTEND_URL="https://directory.example",
+    )
+    with app.app_context():
+        harbour = make_location("harbour", name="Harbour Town")
+        make_listing("employer", harbour, "works", name="Harbour Works")
+        submit(app.test_client(), yourEmail="Val.Voter@Example.org")
+        send_outbox(app)
+    (message,) = catcher.messages
+    assert message["To"] == "Val.Voter@Example.org"  # as typed
+    assert "Harbour Town" in message["Subject"]
+    body = message.get_content()
+    token = link_in(body, "https://directory.example/votes/confirm/")
+    assert link_in(body, "https://directory.example/votes/withdraw/") == token
+    assert len(token) >= 22  # ≥ 128 random bits, URL-safe
+    assert "Harbour Works" in body and "30 days" in body
+    # Only its hash is kept.
+    with app.app_context():
+        stored = db.session.scalar(select(Vote.receipt_token_hash))
+    assert stored and token not in stored
+
+
+def test_confirm_marks_the_vote_confirmed_once(client, staff):
+    vote_id = submit(client)
+    assert staff_view(staff, vote_id)["confirmed"] is False
+    token = receipt_token()
+
+    response = client.post(f"/votes/confirm/{token}")
+    assert response.status_code == 200
+    assert response.get_json() == {"status": "confirmed"}
+    first = staff_view(staff, vote_id)
+    assert first["confirmed"] is True and first["confirmedAt"]
+
+    again = client.post(f"/votes/confirm/{token}")
+    assert again.status_code == 200 and again.get_json() == {"status": "confirmed"}
+    assert staff_view(staff, vote_id)["confirmedAt"] == first["confirmedAt"]
+
+
+def test_withdraw_deletes_the_vote_and_voids_the_token(client, staff):
+    vote_id = submit(client)
+    token = receipt_token()
+    response = client.post(f"/votes/withdraw/{token}")
+    assert response.status_code == 204 and response.data == b""
+    assert db.session.scalar(select(Vote).where(Vote.your_email == ADDRESS)) is None
+    assert staff.get(VOTES + f"id/{vote_id}").status_code == 404
+    assert_problem(client.post(f"/votes/withdraw/{token}"), 404)
+    assert_problem(client.post(f"/votes/confirm/{token}"), 404)
+
+
+@pytest.mark.parametrize("action", ["confirm", "withdraw"])
+def test_unknown_and_expired_tokens_are_404(client, harbour, action):
+    assert_problem(client.post(f"/votes/{action}/not-a-real-token"), 404)
+    submit(client)
+    token = receipt_token()
+    vote = db.session.scalar(select(Vote))
+    vote.receipt_expires_at = utcnow() - timedelta(seconds=1)
+    db.session.commit()
+    assert_problem(client.post(f"/votes/{action}/{token}"), 404)
+    assert db.session.scalar(select(Vote.confirmed)) is False  # nothing changed
+
+
+def test_receipts_to_one_address_are_capped_but_votes_kept(app_factory):
+    app = app_factory(VOTE_RECEIPTS_PER_ADDRESS=2)
+    with app.app_context():
+        harbour = make_location("harbour")
+        make_listing("employer", harbour, "works", name="Harbour Works")
+        client = app.test_client()
+        # One address in three spellings: one allowance.
+        for spelling in ("val@example.org", "VAL@example.org", "val@EXAMPLE.org"):
+            submit(client, yourEmail=spelling)
+        assert db.session.scalar(select(db.func.count()).select_from(Vote)) == 3
+        receipts = [m for m in queued_mail() if m.template == "vote_receipt"]
+        assert len(receipts) == 2
+        # Another address has its own allowance.
+        submit(client, yourEmail="other@example.org")
+        assert len(queued_mail("other@example.org")) == 1
+
+
+def test_a_receipt_quotes_nothing_the_submitter_wrote_but_the_employer(client, harbour):
+    submit(client, employer="works", yourName="Click https://evil.example", voteBody="Spam")
+    body = queued_mail(ADDRESS)[-1].body
+    assert "evil.example" not in body and "Spam" not in body
+    assert "Harbour Works" in body
+
+
+# --- duplicates ------------------------------------------------------------------------------
+
+
+def test_a_second_vote_for_the_same_employer_is_flagged_for_staff_only(client, staff):
+    first = submit(client, employer="works")
+    second = client.post(
+        VOTES + "submit/employer",
+        json=submission(employer="works", yourEmail="VAL.voter@example.org"),
+    )
+    # The submitter learns nothing: the same answer as any vote.
+    assert second.status_code == 201
+    assert set(second.get_json()) == {"id", "status"}
+    second_id = second.get_json()["id"]
+    assert staff_view(staff, second_id)["duplicateOf"] == first
+    assert staff_view(staff, first)["duplicateOf"] is None
+    # Another employer from the same address is not a duplicate.
+    other = submit(client, employer="mill")
+    assert staff_view(staff, other)["duplicateOf"] is None
+    # The public sees none of it.
+    for vote_id in (first, second_id):
+        staff.put(VOTES, json={"id": vote_id, "active": True})
+    public = client.get(VOTES).get_json()["items"]
+    assert len(public) == 2
+    for item in public:
+        assert not {"duplicateOf", "confirmed", "confirmedAt"} & set(item)
+
+
+def test_without_an_employer_the_business_name_decides(client, staff):
+    first = submit(client, businessName="Corner Shop")
+    same = submit(client, businessName="CORNER SHOP")
+    other = submit(client, businessName="Another Shop")
+    assert staff_view(staff, same)["duplicateOf"] == first
+    assert staff_view(staff, other)["duplicateOf"] is None
+
+
+def test_withdrawing_the_original_promotes_the_next_vote(client, staff):
+    first = submit(client, employer="works")
+    first_token = receipt_token()
+    second = submit(client, employer="works")
+    third = submit(client, employer="works")
+    assert client.post(f"/votes/withdraw/{first_token}").status_code == 204
+    assert staff_view(staff, second)["duplicateOf"] is None
+    assert staff_view(staff, third)["duplicateOf"] == second
+    assert staff.get(VOTES + f"id/{first}").status_code == 404
+
+
+def test_staff_filter_by_confirmation_and_duplicates_the_public_cannot(client, staff):
+    first = submit(client, employer="works")
+    client.post(f"/votes/confirm/{receipt_token()}")
+    second = submit(client, employer="works")
+    for vote_id in (first, second):
+        staff.put(VOTES, json={"id": vote_id, "active": True})
+
+    def ids(user_client, query):
+        response = user_client.get(VOTES + query)
+        assert response.status_code == 200, response.get_json()
+        return {item["id"] for item in response.get_json()["items"]}
+
+    assert ids(staff, "?confirmed=true") == {first}
+    assert ids(staff, "?confirmed=false") == {second}
+    assert ids(staff, "?duplicate=true") == {second}
+    assert ids(staff, "?duplicate=false") == {first}
+    # For the public these filters change nothing: it sees neither confirmation nor duplicates.
+    assert ids(client, "?confirmed=true") == ids(client, "?duplicate=true") == {first, second}
+
+
+def test_activation_of_unconfirmed_votes_can_be_required(app_factory):
+    app = app_factory(VOTE_REQUIRE_CONFIRMATION=True)
+    with app.app_context():
+        harbour = make_location("harbour")
+        make_listing("employer", harbour, "works", name="Harbour Works")
+        owner = make_user("owner@example.com")
+        grant(owner, harbour, Role.OWNER)
+        client, staff = app.test_client(), signed_in(app, owner.email)
+        vote_id = submit(client)
+        refused = staff.put(VOTES, json={"id": vote_id, "active": True})
+        assert "not confirmed" in assert_problem(refused, 409)["detail"]
+        assert staff_view(staff, vote_id)["active"] is False
+        # Other moderation stays possible; a confirmed vote may be activated.
+        assert staff.put(VOTES, json={"id": vote_id, "businessBranch": "Dock"}).status_code == 200
+        assert client.post(f"/votes/confirm/{receipt_token()}").status_code == 200
+        assert staff.put(VOTES, json={"id": vote_id, "active": True}).status_code == 200
+
+
+def test_without_the_setting_unconfirmed_votes_may_be_activated(client, staff):
+    vote_id = submit(client)
+    response = staff.put(VOTES, json={"id": vote_id, "active": True})
+    assert response.status_code == 200 and response.get_json()["confirmed"] is False
+
+
+def test_votes_entered_by_staff_are_confirmed_and_get_no_receipt(client, staff):
+    response = staff.post(VOTES, json={**submission(), "employer": "works"})
+    assert response.status_code == 201
+    assert response.get_json()["confirmed"] is True and response.get_json()["confirmedAt"]
+    assert queued_mail(ADDRESS) == []
+
+
+# --- summary ---------------------------------------------------------------------------------
+
+
+def seed_votes(harbour) -> None:
+    """works: 2 active (1 confirmed) + 1 pending duplicate; mill: 1 pending; 1 without one."""
+    works, mill = (
+        db.session.scalar(select(Employer).where(Employer.slug == slug))
+        for slug in ("works", "mill")
+    )
+    a = make_vote(harbour, employer_id=works.id, active=True, confirmed=True, your_email="a@x.org")
+    make_vote(harbour, employer_id=works.id, active=True, your_email="b@x.org")
+    make_vote(harbour, employer_id=works.id, duplicate_of_id=a.id, your_email="a@x.org")
+    make_vote(harbour, employer_id=mill.id, your_email="c@x.org")
+    make_vote(harbour, business_name="Nobody's", your_email="d@x.org")
+
+
+def test_summary_counts_the_queue(client, staff, harbour):
+    seed_votes(harbour)
+    response = staff.get(VOTES + "summary")
+    assert response.status_code == 200
+    assert response.get_json() == {
+        "pending": 3,
+        "unconfirmed": 4,
+        "duplicates": 1,
+        "active": 2,
+        "employers": [
+            {"employer": "works", "name": "Harbour Works", "active": 2, "pending": 1},
+            {"employer": "mill", "name": "Old Mill", "active": 0, "pending": 1},
+        ],
+    }
+
+
+def test_summary_of_a_location_without_votes(staff):
+    assert staff.get(VOTES + "summary").get_json() == {
+        "pending": 0,
+        "unconfirmed": 0,
+        "duplicates": 0,
+        "active": 0,
+        "employers": [],
+    }
+
+
+def test_summary_costs_the_same_queries_whatever_the_votes(app, staff, harbour):
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        statements.append(statement)
+
+    counts = []
+    for batch in (1, 40):
+        for number in range(batch):
+            make_vote(harbour, your_email=f"v{batch}-{number}@x.org")
+        statements.clear()
+        event.listen(db.engine, "before_cursor_execute", record)
+        try:
+            assert staff.get(VOTES + "summary").status_code == 200
+        finally:
+            event.remove(db.engine, "before_cursor_execute", record)
+        counts.append(len([s for s in statements if "votes" in s]))
+    assert counts[0] == counts[1] <= 2
+
+
+# --- results ---------------------------------------------------------------------------------
+
+
+def results(client, query: str = "") -> dict:
+    response = client.get(VOTES + "results" + query)
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
+def test_results_count_active_non_duplicate_votes_per_employer(client, staff, harbour):
+    seed_votes(harbour)
+    page = results(client)
+    assert page["items"] == [{"employer": "works", "name": "Harbour Works", "votes": 2}]
+    assert page["total"] == 1
+
+
+def test_results_follow_moderation_as_it_happens(client, staff, harbour):
+    first = submit(client, employer="mill")
+    second = submit(client, employer="mill", yourEmail="other@example.org")
+    duplicate = submit(client, employer="mill")
+    assert results(client)["items"] == []
+    for vote_id in (first, second, duplicate):
+        staff.put(VOTES, json={"id": vote_id, "active": True})
+    assert results(client)["items"] == [{"employer": "mill", "name": "Old Mill", "votes": 2}]
+    # Linked to another employer: it moves.
+    staff.put(VOTES, json={"id": second, "employer": "works"})
+    counts = {item["employer"]: item["votes"] for item in results(client)["items"]}
+    assert counts == {"mill": 1, "works": 1}
+    # The original deleted: its duplicate takes its place and counts.
+    assert staff.delete(VOTES, json={"id": first}).status_code == 204
+    counts = {item["employer"]: item["votes"] for item in results(client)["items"]}
+    assert counts == {"mill": 1, "works": 1}
+    staff.put(VOTES, json={"id": duplicate, "active": False})
+    assert [item["employer"] for item in results(client)["items"]] == ["works"]
+
+
+def test_results_are_sorted_and_paged(client, harbour):
+    employers = []
+    for number, votes in enumerate((3, 1, 3, 2)):
+        employer = make_listing("employer", harbour, f"e{number}", name=f"Employer {number}")
+        employers.append(employer)
+        for vote in range(votes):
+            make_vote(
+                harbour, employer_id=employer.id, active=True, your_email=f"{number}-{vote}@x.org"
+            )
+    page = results(client, "?perPage=2")
+    assert [i["employer"] for i in page["items"]] == ["e0", "e2"]  # -votes, then name
+    assert (
+        page["total"] == 4
+        and 'rel="next"' in client.get(VOTES + "results?perPage=2").headers["Link"]
+    )
+    assert [i["employer"] for i in results(client, "?perPage=2&page=2")["items"]] == ["e3", "e1"]
+    assert [i["employer"] for i in results(client, "?sort=name")["items"]] == [
+        "e0",
+        "e1",
+        "e2",
+        "e3",
+    ]
+    assert [i["employer"] for i in results(client, "?sort=votes,-name")["items"]] == [
+        "e1",
+        "e3",
+        "e2",
+        "e0",
+    ]
+    assert "sort" in assert_problem(client.get(VOTES + "results?sort=yourEmail"), 422)["errors"]
+
+
+def test_public_answers_never_carry_personal_data(client, staff, harbour):
+    vote_id = submit(client, employer="works")
+    staff.put(VOTES, json={"id": vote_id, "active": True})
+    for path in ("results", "", f"id/{vote_id}"):
+        response = client.get(VOTES + path)
+        assert response.status_code == 200
+        text_ = response.get_data(as_text=True)
+        assert ADDRESS not in text_ and "7946" not in text_
+
+
+def test_erasure_keeps_the_results_right(app, client, staff, harbour):
+    vote_id = submit(client, employer="works")
+    staff.put(VOTES, json={"id": vote_id, "active": True})
+    assert results(client)["total"] == 1
+    result = app.test_cli_runner().invoke(args=["privacy", "erase", ADDRESS, "--yes"])
+    assert result.exit_code == 0, result.output
+    assert results(client)["items"] == []
+
+
+def test_retention_clears_expired_receipt_tokens_and_keeps_the_vote(app, client, harbour):
+    submit(client)
+    vote = db.session.scalar(select(Vote))
+    vote.receipt_expires_at = utcnow() - timedelta(minutes=1)
+    db.session.commit()
+    result = app.test_cli_runner().invoke(args=["retention", "run"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["tokensDeleted"] == 1
+    db.session.rollback()
+    assert db.session.execute(select(Vote.receipt_token_hash, Vote.business_name)).one() == (
+        None,
+        "Harbour Works",
+    )
+
+
+def test_votes_loaded_outside_the_app_are_counted_after_a_recount(app, client, harbour):
+    works = db.session.scalar(select(Employer).where(Employer.slug == "works"))
+    db.session.execute(
+        Vote.__table__.insert().values(
+            id=uuid.uuid4(),
+            location_id=harbour.id,
+            type="employer",
+            active=True,
+            confirmed=False,
+            employer_id=works.id,
+            business_name="Harbour Works",
+            vote_body="Good",
+            created_at=utcnow(),
+            updated_at=utcnow(),
+        )
+    )
+    db.session.commit()
+    assert results(client)["items"] == []  # a bulk load passes by the stored counts
+    result = app.test_cli_runner().invoke(args=["listings", "recount"])
+    assert result.exit_code == 0, result.output
+    assert results(client)["items"] == [{"employer": "works", "name": "Harbour Works", "votes": 1}]
+
+
+@pytest.mark.skipif(
+    not PG_URL, reason="the plan is PostgreSQL's; CI runs this in its PostgreSQL pass"
+)
+def test_results_at_100k_votes_read_counts_not_votes(app, client, harbour):
+    works = db.session.scalar(select(Employer).where(Employer.slug == "works"))
+    db.session.execute(
+        text(
+            "INSERT INTO votes (id, location_id, type, active, employer_id, business_name,"
+            " vote_body, confirmed, created_at, updated_at)"
+            " SELECT gen_random_uuid(), :location, 'employer', true, :employer, 'Harbour Works',"
+            " 'Good', false, now(), now() FROM generate_series(1, 100000)"
+        ),
+        {"location": harbour.id, "employer": works.id},
+    )
+    db.session.commit()
+    from directory_api.vote_integrity import recount_votes
+
+    recount_votes([works.id])  # a bulk insert passes by the ORM's upkeep
+    db.session.commit()
+    db.session.execute(text("ANALYZE votes"))
+    db.session.execute(text("ANALYZE listings"))
+    db.session.commit()
+    captured: list[tuple[str, object]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany):
+        if "vote_count" in statement:
+            captured.append((statement, parameters))
+
+    event.listen(db.engine, "before_cursor_execute", capture)
+    try:
+        page = results(client)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", capture)
+    assert page["items"] == [{"employer": "works", "name": "Harbour Works", "votes": 100000}]
+    for statement, parameters in captured:
+        assert "votes" not in statement.replace("vote_count", "")
+        with db.engine.connect() as connection:
+            plan = connection.exec_driver_sql("EXPLAIN " + statement, parameters).scalars().all()
+        assert not any("votes" in line for line in plan), "\n".join(plan)
