@@ -100,6 +100,8 @@ class Config:
     CORS_ORIGINS = env_list("CORS_ORIGINS")
     # Host names this service answers to (Flask answers 400 to any other Host); empty: any.
     TRUSTED_HOSTS = env_list("TRUSTED_HOSTS") or None
+    # Seconds anyone (browsers, proxies, CDNs) may keep an anonymous answer of a public read.
+    PUBLIC_MAX_AGE = env_int("PUBLIC_MAX_AGE", 30)
 
     # Passwords (Argon2id); OWASP's second recommended profile by default.
     ARGON2_TIME_COST = env_int("ARGON2_TIME_COST", 2)

@@ -15,6 +15,7 @@ from config import get_config
 # the employers' vote counts current.
 from . import models, search, vote_integrity  # noqa: F401
 from .bodies import APIRequest
+from .caching import register_caching
 from .credentials import init_password_hasher
 from .crypto import init_keys
 from .endpoints import check_declared
@@ -29,6 +30,7 @@ from .timeouts import bound_postgresql, check_timeouts, database_engine_options,
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPOSED_HEADERS = [
+    "ETag",
     "Link",
     "Location",
     "Retry-After",
@@ -52,6 +54,7 @@ def create_app(config_name: str | None = None, **overrides: Any) -> Flask:
     configure_database(app)
     check_production_settings(app)
     register_protection(app)
+    register_caching(app)
     register_request_logging(app)
     register_extensions(app)
     register_blueprints(app)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from flask import Flask, Response, current_app, g, request, session
+from flask import Flask, Response, current_app, g, request
 from werkzeug.wsgi import get_content_length
 
 from .bodies import check_media_type
@@ -76,11 +76,6 @@ def add_security_headers(response: Response) -> Response:
     headers["Referrer-Policy"] = "no-referrer"
     headers["X-Frame-Options"] = "DENY"
     headers["Content-Security-Policy"] = "default-src 'none'; frame-ancestors 'none'"
-    cookie_name = current_app.config["SESSION_COOKIE_NAME"]
-    if cookie_name in request.cookies or session.get("_user_id"):
-        # A signed-in answer is for that user only: never cached, never shared.
-        headers["Cache-Control"] = "no-store"
-        response.vary.add("Cookie")
     return response
 
 

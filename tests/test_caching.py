@@ -1,0 +1,100 @@
+"""Conditional GET (API.md 12): ETags, 304s and who may cache what, as a client sees them."""
+
+import pytest
+
+from .conftest import assert_problem, signed_in
+from .factories import make_region, make_user
+
+
+@pytest.fixture
+def regions(app):
+    make_region("north")
+    make_region("south")
+
+
+def test_a_public_read_carries_an_etag_and_may_be_cached_by_anyone(client, regions):
+    response = client.get("/regions/")
+    assert response.status_code == 200
+    etag = response.headers["ETag"]
+    assert etag.startswith('"') and etag.endswith('"')  # strong
+    assert response.headers["Cache-Control"] == "public, max-age=30"
+    assert "Cookie" in response.headers["Vary"]
+
+
+def test_a_matching_etag_is_a_304_without_a_body(client, regions):
+    etag = client.get("/regions/").headers["ETag"]
+    again = client.get("/regions/", headers={"If-None-Match": etag})
+    assert again.status_code == 304
+    assert again.data == b""
+    assert again.headers["ETag"] == etag
+    # A list of tags, a weak form of it and * match too.
+    for header in (f'"other", {etag}', f"W/{etag}", "*"):
+        assert client.get("/regions/", headers={"If-None-Match": header}).status_code == 304
+
+
+def test_a_change_changes_the_etag(app, client, regions):
+    etag = client.get("/regions/").headers["ETag"]
+    make_region("east")
+    changed = client.get("/regions/", headers={"If-None-Match": etag})
+    assert changed.status_code == 200
+    assert changed.headers["ETag"] != etag
+    assert len(changed.get_json()["items"]) == 3
+
+
+def test_the_same_resource_in_another_shape_has_another_etag(client, regions):
+    first = client.get("/regions/?perPage=1").headers["ETag"]
+    assert client.get("/regions/?perPage=2").headers["ETag"] != first
+
+
+def test_signed_in_answers_are_never_stored_but_revalidate(app, regions):
+    user = make_user("plain@example.com")
+    client = signed_in(app, user.email)
+    response = client.get("/me/")
+    assert response.status_code == 200
+    assert response.headers["Cache-Control"] == "no-store"
+    assert "Cookie" in response.headers["Vary"]
+    again = client.get("/me/", headers={"If-None-Match": response.headers["ETag"]})
+    assert again.status_code == 304 and again.data == b""
+    # A public read asked with a session is no-store too: its answer may differ per user.
+    assert client.get("/regions/").headers["Cache-Control"] == "no-store"
+
+
+def test_health_is_never_cached(client):
+    response = client.get("/health")
+    assert response.status_code == 200 and "ETag" in response.headers
+    assert "public" not in response.headers.get("Cache-Control", "")
+
+
+def test_only_successful_reads_get_an_etag(client, regions):
+    missing = client.get("/regions/slug/nowhere")
+    assert_problem(missing, 404)
+    assert "ETag" not in missing.headers and "public" not in missing.headers.get(
+        "Cache-Control", ""
+    )
+    refused = client.post("/regions/", json={"name": "West"})
+    assert_problem(refused, 401)
+    assert "ETag" not in refused.headers
+    assert "Cookie" in refused.headers["Vary"]  # every answer varies on who asks
+
+
+def test_a_stale_tag_on_a_write_changes_nothing(app, regions):
+    client = signed_in(app, make_user("super@example.com", is_super=True).email)
+    etag = client.get("/regions/").headers["ETag"]
+    created = client.post("/regions/", json={"name": "West"}, headers={"If-None-Match": etag})
+    assert created.status_code == 201
+
+
+def test_the_public_lifetime_is_a_setting(app_factory):
+    app = app_factory(PUBLIC_MAX_AGE=300)
+    with app.app_context():
+        make_region("north")
+        response = app.test_client().get("/regions/")
+    assert response.headers["Cache-Control"] == "public, max-age=300"
+
+
+def test_cors_lets_a_browser_read_the_etag(app_factory):
+    app = app_factory(CORS_ORIGINS=["https://app.example"])
+    with app.app_context():
+        response = app.test_client().get("/regions/", headers={"Origin": "https://app.example"})
+    exposed = {h.strip() for h in response.headers["Access-Control-Expose-Headers"].split(",")}
+    assert "ETag" in exposed
