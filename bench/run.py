@@ -303,6 +303,33 @@ def queries_per_list(database_url: str) -> dict[int, int]:
     return counts
 
 
+def export_memory(database_url: str) -> dict[str, tuple[int, float]]:
+    """Rows and peak Python memory (MiB, tracemalloc) of a CSV export of 1k and of 100k
+    businesses, read as a server streams it: flat when the export streams."""
+    import tracemalloc
+
+    from directory_api import create_app
+
+    app = create_app(
+        "development",
+        SQLALCHEMY_DATABASE_URI=database_url,
+        SESSION_FILE_DIR=str(OUT / "sessions"),
+        DATABASE_STATEMENT_TIMEOUT=0,
+    )
+    client = app.test_client()
+    peaks = {}
+    for slug in ("bench-1k", "bench-100k"):
+        tracemalloc.start()
+        response = client.get(f"/locations/{slug}/businesses/export.csv", buffered=False)
+        lines = sum(chunk.count(b"\n") for chunk in response.iter_encoded()) - 1  # header
+        response.close()
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        peaks[slug] = (lines, peak)
+        print(f"  export {slug}: {lines} rows, peak {peak:.1f} MiB", flush=True)
+    return peaks
+
+
 def start_server(database_url: str, kind: str, port: int) -> subprocess.Popen:
     env = {
         **os.environ,
@@ -385,6 +412,7 @@ def bench_database(kind: str, wrk: str, duration: int) -> dict:
     url = database_urls(kind)
     seed(url, filler_locations=8 if kind == "postgresql" else 0)
     queries = queries_per_list(url)
+    exports = export_memory(url)
     port = free_port()
     server = start_server(url, kind, port)
     try:
@@ -420,7 +448,7 @@ def bench_database(kind: str, wrk: str, duration: int) -> dict:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    return {"scenarios": results, "queries": queries}
+    return {"scenarios": results, "queries": queries, "exports": exports}
 
 
 def ratio_rows(results: dict) -> list[str]:
@@ -438,6 +466,13 @@ def ratio_rows(results: dict) -> list[str]:
     rows.append(
         f"| SQL queries per list request | {per_page} | constant in perPage | "
         f"{'met' if constant else '**not met**'} |"
+    )
+    (small_rows, small_peak), (large_rows, large_peak) = results["exports"].values()
+    flat = large_peak <= 1.5 * small_peak
+    rows.append(
+        f"| CSV export peak memory, {large_rows} ÷ {small_rows} rows | {large_peak:.1f} MiB ÷ "
+        f"{small_peak:.1f} MiB = {large_peak / small_peak:.2f} | <= 1.5 (flat) | "
+        f"{'met' if flat else '**not met**'} |"
     )
     return rows
 

@@ -51,6 +51,7 @@ class Endpoint:
     paged: bool = False
     access: Access | None = None
     forms: bool = False
+    csv: bool = False  # answers text/csv (a Response the view streams): `response` names its rows
     idempotent: bool = False
     limits: Sequence[Callable[[Callable], Callable]] = ()
     responses: Mapping[int, type[Schema] | None] = field(default_factory=dict)

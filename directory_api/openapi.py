@@ -18,6 +18,7 @@ from flask import Flask
 from marshmallow import INCLUDE, Schema, fields
 from werkzeug.routing import AnyConverter, Rule, UUIDConverter
 
+from .csv_export import columns
 from .endpoints import declaration_of
 from .idempotency import HEADER_PARAMETER
 from .schemas.base import TargetSchema
@@ -154,6 +155,18 @@ def problem(description: str) -> dict[str, Any]:
     }
 
 
+def csv_answer(schema: type[Schema]) -> dict[str, Any]:
+    names = ", ".join(f"`{name}`" for name in columns(schema()))
+    return {
+        "description": (
+            f"Every matching row as CSV: a header row ({names}), then one row per item as the "
+            "JSON list shows it (lists as space-separated `a:b` pairs; a cell starting with "
+            "=, +, - or @ is prefixed with ')."
+        ),
+        "content": {"text/csv": {"schema": {"type": "string"}}},
+    }
+
+
 def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
     declared = declaration_of(view)
     if declared is None:
@@ -190,6 +203,9 @@ def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
             continue
         if schema is None:
             op["responses"][str(status)] = {"description": "Success."}
+            continue
+        if declared.csv and status == declared.status:
+            op["responses"][str(status)] = csv_answer(schema)  # type: ignore[arg-type]
             continue
         paged = declared.paged and status == declared.status
         shown: Any = page_schema(schema) if paged else schema  # type: ignore[arg-type]

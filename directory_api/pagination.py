@@ -6,7 +6,7 @@ whose `sort` field loads as ORDER BY clauses; the view returns `paginate(stmt, a
 """
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -22,8 +22,8 @@ MAX_PER_PAGE = 100
 DEFAULT_PER_PAGE = 20
 MAX_SORT = 200
 PATH_SAFE = "/!$&'()*+,;=:@-._~"  # RFC 3986 pchar and "/", left as they are
-# Loads one page's rows: given the SELECT of the page's ids and the ORDER BY clauses.
-Fetch = Callable[[Select, list[Any]], Sequence[Any]]
+# Loads one page's rows: given the page's ids (a SELECT or a list) and the ORDER BY clauses.
+Fetch = Callable[[Any, list[Any]], Sequence[Any]]
 Sortable = Mapping[str, InstrumentedAttribute]
 
 
@@ -89,6 +89,12 @@ class ListArgs(Schema):
     )
 
     @classmethod
+    def without_paging(cls) -> type["ListArgs"]:
+        """These arguments for every row at once (an export): filters and sort only."""
+        meta = type("Meta", (), {"register": False, "exclude": ("page", "per_page")})
+        return type(cls.__name__, (cls,), {"Meta": meta})  # type: ignore[return-value]
+
+    @classmethod
     def sorted_by(cls, sortable: Sortable, default: str | None = None) -> type["ListArgs"]:
         """These arguments with a `sort` over `sortable` (`default` when none is given)."""
         return type(  # type: ignore[return-value]
@@ -142,14 +148,47 @@ def paginate(
         .limit(per_page)
         .offset((page - 1) * per_page)
     )
-    if fetch is None:
-        page_stmt = (
-            select(entity).where(tiebreak.in_(page_ids)).options(*options).order_by(*clauses)
-        )
-        rows: Sequence[Any] = list(db.session.scalars(page_stmt).unique())
-    else:
-        rows = fetch(page_ids, clauses)
-    return Page(rows, page, per_page, total)
+    return Page(
+        load_rows(entity, tiebreak, page_ids, clauses, options, fetch), page, per_page, total
+    )
+
+
+def load_rows(
+    entity: Any,
+    tiebreak: Any,
+    ids: Select | Sequence[Any],
+    clauses: list[Any],
+    options: Sequence[Any],
+    fetch: Fetch | None,
+) -> Sequence[Any]:
+    """The rows with these ids, in `clauses` order: ORM objects with `options`, or what
+    `fetch` loads."""
+    if fetch is not None:
+        return fetch(ids, clauses)
+    stmt = select(entity).where(tiebreak.in_(ids)).options(*options).order_by(*clauses)
+    return list(db.session.scalars(stmt).unique())
+
+
+def every_row(
+    stmt: Select,
+    args: dict[str, Any],
+    *,
+    default_order: Sequence[Any] = (),
+    options: Sequence[Any] = (),
+    fetch: Fetch | None = None,
+    batch: int = 500,
+) -> Iterator[Sequence[Any]]:
+    """Every row of `stmt` in the order `args["sort"]` asks, batch by batch (an export):
+    the ids stream from the database, and only one batch of rows is loaded at a time."""
+    entity = stmt.column_descriptions[0]["entity"]
+    clauses = [*(args.get("sort") or default_order), entity.id.asc()]
+    ids = db.session.scalars(
+        stmt.with_only_columns(entity.id, maintain_column_froms=True)
+        .order_by(*clauses)
+        .execution_options(yield_per=batch)
+    )
+    for chunk in ids.partitions(batch):
+        yield load_rows(entity, entity.id, list(chunk), clauses, options, fetch)
 
 
 def _page_url(page: int) -> str:

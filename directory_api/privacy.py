@@ -175,6 +175,10 @@ def erase(email: str) -> dict[str, int]:
     """Delete every vote submitted with `email` and every message to or for it."""
     votes = db.session.execute(_votes_of(email).with_only_columns(Vote.id, Vote.employer_id)).all()
     vote_ids = [vote_id for vote_id, _ in votes]
+    # Deleting an original releases its duplicates (ON DELETE SET NULL): they count again.
+    employers = {employer_id for _, employer_id in votes} | set(
+        db.session.scalars(select(Vote.employer_id).where(Vote.duplicate_of_id.in_(vote_ids)))
+    )
     message_ids = [message.id for message in _messages_of(email)]
     for model, ids in ((Vote, vote_ids), (OutboxMessage, message_ids)):
         for start in range(0, len(ids), BATCH):
@@ -184,7 +188,7 @@ def erase(email: str) -> dict[str, int]:
                 .execution_options(synchronize_session=False)
             )
     # Bulk deletes pass by the stored results counts: count those employers' votes again.
-    recount_votes({employer_id for _, employer_id in votes if employer_id is not None})
+    recount_votes({employer_id for employer_id in employers if employer_id is not None})
     db.session.commit()
     log.info("privacy erase: %d votes, %d messages", len(vote_ids), len(message_ids))
     return {"votes": len(vote_ids), "messages": len(message_ids)}

@@ -63,15 +63,20 @@ def send_receipt(vote: Vote, location: Location, address: str) -> bool:
     return True
 
 
+def locked(criteria: Any) -> Vote | None:
+    """The vote matching `criteria`, locked until the transaction ends and read afresh, so
+    two requests changing one vote (two moderators, a withdrawal racing a deletion) take
+    turns and each sees what the other did: the stored counts follow exactly."""
+    return db.session.scalar(
+        select(Vote).where(criteria).with_for_update().execution_options(populate_existing=True)
+    )
+
+
 def vote_by_receipt(token: str) -> Vote:
     """The vote a live receipt token names, locked for the change; 404 when the token is
     unknown or expired (or its vote withdrawn)."""
     token_hash = hash_token(token) if token and len(token) <= 200 else ""
-    vote = db.session.scalar(
-        select(Vote)
-        .where(Vote.receipt_token_hash == token_hash, Vote.receipt_expires_at > utcnow())
-        .with_for_update()
-    )
+    vote = locked((Vote.receipt_token_hash == token_hash) & (Vote.receipt_expires_at > utcnow()))
     if vote is None or not hmac.compare_digest(vote.receipt_token_hash or "", token_hash):
         abort(404, "This receipt link is invalid or expired.")
     return vote
@@ -86,11 +91,16 @@ def confirm(vote: Vote) -> None:
 # Duplicates -------------------------------------------------------------------------------
 
 
+def employer_of(vote: Vote) -> uuid.UUID | None:
+    """The employer `vote` is linked to, also before its first flush."""
+    return vote.employer.id if vote.employer is not None else vote.employer_id
+
+
 def same_target(vote: Vote, other: Vote) -> bool:
     """Whether `other` is a vote for what `vote` is for: its employer, or with none linked,
     the same business name (case-folded)."""
-    if vote.employer_id is not None:
-        return other.employer_id == vote.employer_id
+    if employer_of(vote) is not None:
+        return other.employer_id == employer_of(vote)
     return other.employer_id is None and (
         other.business_name.casefold() == vote.business_name.casefold()
     )
@@ -115,7 +125,11 @@ def earlier_votes(vote: Vote) -> list[Vote]:
 
 
 def mark_duplicate(vote: Vote) -> None:
-    """Point `vote` at the earliest earlier vote from its address for the same target."""
+    """Point `vote` at the earliest earlier vote from its address for the same target.
+
+    Call before the vote is first flushed: it is counted in its employer's results (or not)
+    with this already set.
+    """
     with db.session.no_autoflush:
         original = next((v for v in earlier_votes(vote) if same_target(vote, v)), None)
     vote.duplicate_of_id = original.id if original is not None else None
@@ -171,7 +185,8 @@ def _apply(connection: Connection, changes: Counter) -> None:
             connection.execute(
                 update(listings)
                 .where(listings.c.id == employer_id)
-                .values(vote_count=listings.c.vote_count + delta)
+                # A count is not an edit of the employer: its updatedAt stays.
+                .values(vote_count=listings.c.vote_count + delta, updated_at=listings.c.updated_at)
             )
 
 
@@ -207,7 +222,11 @@ def recount_votes(employer_ids: Iterable[uuid.UUID] | None = None) -> None:
         )
         .scalar_subquery()
     )
-    stmt = update(Listing).where(Listing.kind == "employer").values(vote_count=counted)
+    stmt = (
+        update(Listing)
+        .where(Listing.kind == "employer")
+        .values(vote_count=counted, updated_at=Listing.updated_at)
+    )
     if employer_ids is not None:
         stmt = stmt.where(Listing.id.in_(list(employer_ids)))
     db.session.execute(stmt.execution_options(synchronize_session=False))

@@ -88,6 +88,8 @@ class IsolatedClient(FlaskClient):
     def open(self, *args, **kwargs):
         if has_app_context():
             db.session.rollback()
+        # A streamed body (CSV) is read inside the request's context, as a server would.
+        kwargs.setdefault("buffered", True)
         return contextvars.Context().run(super().open, *args, **kwargs)
 
 

@@ -126,6 +126,7 @@ def listing_rows(plural: str) -> Rows:
             f"{here}/slug/target", everyone(200), needs=needs
         ),
         (f"{base}/search/<term>", "GET"): Case(f"{here}/search/works", everyone(200), needs=needs),
+        (f"{base}/export.csv", "GET"): Case(f"{here}/export.csv", everyone(200), needs=needs),
         (f"{base}/", "POST"): Case(
             f"{here}/",
             only(201, ACCESS),
@@ -310,6 +311,9 @@ TABLE: Rows = {
     ("/locations/<slug:slug>/votes/submit/btoc", "POST"): submission("btoc", 202),
     ("/locations/<slug:slug>/votes/submit/employer", "POST"): submission(
         "employer", 201, yourPosition="Clerk"
+    ),
+    ("/locations/<slug:slug>/votes/export.csv", "GET"): Case(
+        "/locations/harbour/votes/export.csv", only(200, ACCESS), needs=("votes",)
     ),
     ("/locations/<slug:slug>/votes/summary", "GET"): Case(
         "/locations/harbour/votes/summary", only(200, ACCESS), needs=("votes",)

@@ -153,11 +153,27 @@ def test_receipts_to_one_address_are_capped_but_votes_kept(app_factory):
         assert len(queued_mail("other@example.org")) == 1
 
 
-def test_a_receipt_quotes_nothing_the_submitter_wrote_but_the_employer(client, harbour):
-    submit(client, employer="works", yourName="Click https://evil.example", voteBody="Spam")
+@pytest.mark.parametrize("employer", ["works", None])
+def test_a_receipt_quotes_nothing_the_submitter_wrote(client, harbour, employer):
+    """Else the form would carry anyone's text into a stranger's mailbox."""
+    bait = "URGENT log in at https://evil.example now"
+    changes = {"yourName": bait, "voteBody": bait, "businessName": bait, "businessBranch": bait}
+    submit(client, **changes, **({"employer": employer} if employer else {}))
     body = queued_mail(ADDRESS)[-1].body
-    assert "evil.example" not in body and "Spam" not in body
-    assert "Harbour Works" in body
+    assert "evil.example" not in body
+    assert ("the employer Harbour Works" if employer else "about an employer") in body
+
+
+def test_receipt_links_share_the_token_endpoints_allowance(app_factory):
+    app = app_factory(RATELIMIT_TOKENS_PER_IP="2/hour")
+    with app.app_context():
+        make_location("harbour")
+        client = app.test_client()
+        assert client.post("/votes/confirm/unknown-token").status_code == 404
+        assert client.post("/votes/withdraw/unknown-token").status_code == 404
+        limited = client.post("/votes/confirm/unknown-token")
+        assert_problem(limited, 429)
+        assert_problem(client.post("/me/password-reset/unknown-token", json={}), 429)
 
 
 # --- duplicates ------------------------------------------------------------------------------
@@ -248,6 +264,23 @@ def test_without_the_setting_unconfirmed_votes_may_be_activated(client, staff):
     vote_id = submit(client)
     response = staff.put(VOTES, json={"id": vote_id, "active": True})
     assert response.status_code == 200 and response.get_json()["confirmed"] is False
+
+
+def test_an_active_duplicate_entered_by_staff_counts_once(client, staff):
+    for _ in range(2):
+        response = staff.post(VOTES, json={**submission(), "employer": "works", "active": True})
+        assert response.status_code == 201
+    assert response.get_json()["duplicateOf"] is not None
+    assert results(client)["items"] == [{"employer": "works", "name": "Harbour Works", "votes": 1}]
+
+
+def test_moderation_leaves_the_employer_unchanged(client, staff):
+    before = client.get("/locations/harbour/employers/slug/works").get_json()["updatedAt"]
+    vote_id = submit(client, employer="works")
+    staff.put(VOTES, json={"id": vote_id, "active": True})
+    assert results(client)["items"][0]["votes"] == 1
+    after = client.get("/locations/harbour/employers/slug/works").get_json()["updatedAt"]
+    assert after == before
 
 
 def test_votes_entered_by_staff_are_confirmed_and_get_no_receipt(client, staff):
@@ -396,6 +429,19 @@ def test_public_answers_never_carry_personal_data(client, staff, harbour):
         assert ADDRESS not in text_ and "7946" not in text_
 
 
+def test_erasing_an_original_counts_the_votes_it_held_back(app, client, staff, harbour):
+    """A duplicate whose address staff corrected stays when the original's address is
+    erased; released, it counts."""
+    first = submit(client, employer="mill")
+    second = submit(client, employer="mill")
+    staff.put(VOTES, json={"id": second, "yourEmail": "corrected@example.org", "active": True})
+    assert results(client)["items"] == []  # still flagged as the first one's duplicate
+    result = app.test_cli_runner().invoke(args=["privacy", "erase", ADDRESS, "--yes"])
+    assert result.exit_code == 0, result.output
+    assert staff.get(VOTES + f"id/{first}").status_code == 404
+    assert results(client)["items"] == [{"employer": "mill", "name": "Old Mill", "votes": 1}]
+
+
 def test_erasure_keeps_the_results_right(app, client, staff, harbour):
     vote_id = submit(client, employer="works")
     staff.put(VOTES, json={"id": vote_id, "active": True})
@@ -482,3 +528,39 @@ def test_results_at_100k_votes_read_counts_not_votes(app, client, harbour):
         with db.engine.connect() as connection:
             plan = connection.exec_driver_sql("EXPLAIN " + statement, parameters).scalars().all()
         assert not any("votes" in line for line in plan), "\n".join(plan)
+
+
+@pytest.mark.skipif(bool(PG_URL), reason="the SQLite path of migration 0011 (CI covers PostgreSQL)")
+def test_migration_0011_downgrades_and_upgrades_with_data(tmp_path):
+    """On a database of its own: the counts are filled from existing votes, and going back
+    keeps every listing (and the search triggers that depend on the table)."""
+    from flask_migrate import downgrade, upgrade
+
+    from directory_api import create_app
+
+    app = create_app(
+        "testing",
+        SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'old.sqlite3'}",
+        SESSION_FILE_DIR=str(tmp_path / "sessions"),
+    )
+    with app.app_context():
+        upgrade()
+        location = make_location("harbour")
+        works = make_listing("employer", location, "works", name="Harbour Works")
+        make_vote(location, employer_id=works.id, active=True)
+        make_vote(location, employer_id=works.id, active=False, your_email="b@x.org")
+        db.session.remove()
+
+        downgrade(revision="0010")
+        with db.engine.connect() as connection:
+            assert connection.exec_driver_sql("SELECT count(*) FROM listings").scalar() == 1
+            triggers = connection.exec_driver_sql(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
+            ).scalar()
+        assert triggers > 0
+        upgrade()
+        with db.engine.connect() as connection:
+            counted = connection.exec_driver_sql("SELECT vote_count FROM listings").scalar()
+        assert counted == 1  # the active vote; the pending one waits for moderation
+        db.session.remove()
+        db.engine.dispose()

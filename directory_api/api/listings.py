@@ -11,6 +11,7 @@ from flask import Blueprint
 from sqlalchemy import Select, select
 from sqlalchemy.orm import joinedload, selectinload
 
+from ..csv_export import csv_response
 from ..endpoints import Access, endpoint
 from ..errors import invalid
 from ..extensions import db
@@ -25,7 +26,7 @@ from ..models import (
     Social,
     Vote,
 )
-from ..pagination import paginate, sort_fields
+from ..pagination import every_row, paginate, sort_fields
 from ..schemas.base import TargetSchema
 from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
 from ..search import TERM_SCHEMA, checked_term, search_criteria
@@ -112,6 +113,7 @@ def listings_blueprint(
     load = (joinedload(model.subcategory), selectinload(model.socials))
     list_args = ListingListArgs.sorted_by(sort_fields(model), default="name")
     search_args = ListingListArgs.sorted_by(sort_fields(model))  # default: by relevance
+    export_args = list_args.without_paging()
     kind = model.__mapper__.polymorphic_identity
 
     def filtered(location: Location, args: dict[str, Any], *criteria: Any) -> Select:
@@ -137,6 +139,12 @@ def listings_blueprint(
     def list_listings(args, location: Location):
         total = None if "subcategory" in args else stored_total(location)
         return paginate(filtered(location, args), args, total=total, fetch=fetch_listings)
+
+    @bp.get("/export.csv")
+    @endpoint(response=ListingOut, query=export_args, csv=True)
+    def export_listings(args, location: Location):
+        rows = every_row(filtered(location, args), args, fetch=fetch_listings)
+        return csv_response(ListingOut, rows, f"{location.slug}-{plural}.csv")
 
     @bp.get("/slug/<slug:item_slug>", endpoint="get_by_slug")
     @bp.get("/id/<uuid:item_id>", endpoint="get_by_id")
@@ -181,6 +189,7 @@ def listings_blueprint(
     list_listings.__doc__ = f"List the {plural} of a location (paged, sortable)."
     get_listing.__doc__ = f"Get one {noun} by slug or by id."
     search.__doc__ = f"Search the {plural} of a location (accent- and case-insensitive)."
+    export_listings.__doc__ = f"Every {noun} of the location as CSV (the list's filters and sort)."
     create.__doc__ = f"Create a {noun} at the location (its owners and admins)."
     update.__doc__ = f"Change the {noun} named in the body by `id` or current `slug`."
     delete.__doc__ = f"Delete the {noun} named in the body."

@@ -58,8 +58,9 @@ def upgrade():
 
 
 def downgrade():
-    with op.batch_alter_table("listings") as batch:
-        batch.drop_column("vote_count")
+    # Not a batch: on SQLite that rebuilds listings, which votes (and its FTS triggers)
+    # depend on; SQLite ≥ 3.35 and PostgreSQL both drop a column in place.
+    op.execute("ALTER TABLE listings DROP COLUMN vote_count")
     with op.batch_alter_table("votes") as batch:
         batch.drop_index("ix_votes_email_hash_created")
         batch.create_index("ix_votes_email_hash", ["email_hash"])
