@@ -25,7 +25,6 @@ Reading API.md (section 2 "Roles", then each endpoint's section), where it neede
   super and accepts it (200); every other signed-in user, a super included, gets 404.
 """
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +32,9 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from directory_api.extensions import db, limiter
 from directory_api.models import Location, Role
 
-from .conftest import build_app, empty_all_tables, link_in, queued_mail, signed_in
+from .conftest import link_in, queued_mail, signed_in
 from .factories import (
     PASSWORD,
     grant,
@@ -315,28 +313,6 @@ TABLE: Rows = {
 
 # (rule, method, identity) → what is wrong, for cases where the service breaks API.md.
 DEFECTS: dict[tuple[str, str, str], str] = {}
-
-
-# --- one app for the module, a fresh world for each case -------------------------------------
-
-
-@pytest.fixture(scope="module")
-def matrix_app(migrated_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flask]:
-    """Built once: building an app per case would be most of the time of ~450 cases."""
-    app = build_app(migrated_database, tmp_path_factory.mktemp("role-matrix"))
-    yield app
-    with app.app_context():
-        db.engine.dispose()
-
-
-@pytest.fixture
-def app(matrix_app: Flask, migrated_database: str) -> Iterator[Flask]:
-    """The module's app, left as a new one would be: no rows, no rate-limit counts."""
-    with matrix_app.app_context():
-        yield matrix_app
-        db.session.remove()
-    empty_all_tables(migrated_database)
-    limiter.reset()
 
 
 def url_map_routes(app: Flask) -> set[tuple[str, str]]:
