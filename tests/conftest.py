@@ -303,6 +303,15 @@ def send_outbox(app: Flask) -> str:
     return result.output
 
 
+def database_rows() -> dict[str, list[str]]:
+    """Every row of every table, to show that a refused request changed nothing."""
+    db.session.rollback()
+    return {
+        table.name: sorted(repr(tuple(row)) for row in db.session.execute(sqlalchemy.select(table)))
+        for table in db.metadata.sorted_tables
+    }
+
+
 def queued_mail(to: str | None = None) -> list:
     from directory_api.models import OutboxMessage
 

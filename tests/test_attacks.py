@@ -11,7 +11,6 @@ from types import SimpleNamespace
 from urllib.parse import urlencode
 
 import pytest
-from sqlalchemy import select
 
 from directory_api import tokens
 from directory_api.extensions import db
@@ -29,7 +28,14 @@ from directory_api.models import (
 )
 from directory_api.security import hash_password, hash_token
 
-from .conftest import assert_problem, link_in, queued_mail, send_outbox, signed_in
+from .conftest import (
+    assert_problem,
+    database_rows,
+    link_in,
+    queued_mail,
+    send_outbox,
+    signed_in,
+)
 from .factories import PASSWORD, make_location, make_user
 
 COOKIE = "session"
@@ -41,15 +47,6 @@ MB = 1024 * 1024
 
 
 # --- helpers --------------------------------------------------------------------------------
-
-
-def database_rows() -> dict[str, list[str]]:
-    """Every row of every table, to show that a refused request changed nothing."""
-    db.session.rollback()
-    return {
-        table.name: sorted(repr(tuple(row)) for row in db.session.execute(select(table)))
-        for table in db.metadata.sorted_tables
-    }
 
 
 def session_cookie(client) -> str | None:
