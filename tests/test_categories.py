@@ -126,38 +126,11 @@ def test_unknown_slug_id_and_non_uuid_are_404(client, app):
 # Creating
 
 
-def test_super_creates_with_derived_slug_and_location_header(super_client, app):
-    response = super_client.post("/categories/", json={"name": "  Cafés  "})
-    assert response.status_code == 201
-    body = response.get_json()
-    assert (body["slug"], body["name"], body["parent"]) == ("cafes", "Cafés", None)
-    assert response.headers["Location"] == "/categories/slug/cafes"
-    stored = Category.query.filter_by(slug="cafes").one()
-    assert (str(stored.id), stored.parent_id) == (body["id"], None)
-
-
-def test_taken_derived_slug_gets_a_suffix(super_client, app):
-    make_category("cafes")
-    response = super_client.post("/categories/", json={"name": "Cafés"})
-    assert response.status_code == 201
-    assert response.get_json()["slug"] == "cafes-2"
-    assert response.headers["Location"] == "/categories/slug/cafes-2"
-
-
-def test_explicit_slug_taken_is_409(super_client, app):
-    make_category("food")
-    response = super_client.post("/categories/", json={"name": "Other", "slug": "food"})
-    assert response.status_code == 409
-    assert response.mimetype == PROBLEM
-    assert Category.query.count() == 1
-
-
 @pytest.mark.parametrize(
     ("body", "field"),
     [
         ({"name": "Food", "colour": "red"}, "colour"),
         ({}, "name"),
-        ({"name": "Food", "slug": "Not A Slug"}, "slug"),
         ({"name": "Food", "parent": "Not A Slug"}, "parent"),
     ],
 )
@@ -202,19 +175,6 @@ def test_create_under_a_subcategory_is_422(super_client, tree):
 # Updating: the body names the target
 
 
-def test_update_by_id_renames_with_a_new_slug(super_client, client, app):
-    food = make_category("food")
-    response = super_client.put(
-        "/categories/", json={"id": str(food.id), "slug": "eateries", "name": "Eateries"}
-    )
-    assert response.status_code == 200
-    body = response.get_json()
-    assert (body["id"], body["slug"], body["name"]) == (str(food.id), "eateries", "Eateries")
-    assert client.get("/categories/slug/food").status_code == 404
-    assert client.get("/categories/slug/eateries").get_json()["name"] == "Eateries"
-    assert (food.slug, food.name) == ("eateries", "Eateries")
-
-
 def test_update_by_current_slug_changes_the_rest(super_client, app):
     food = make_category("food")
     response = super_client.put("/categories/", json={"slug": "food", "name": "Food & Drink"})
@@ -230,15 +190,6 @@ def test_update_moves_a_category_under_a_parent(super_client, app):
     assert response.status_code == 200
     assert response.get_json()["parent"] == "food"
     assert cafes.parent_id == food.id
-
-
-def test_update_to_a_taken_slug_is_409(super_client, app):
-    food = make_category("food")
-    make_category("shops")
-    response = super_client.put("/categories/", json={"id": str(food.id), "slug": "shops"})
-    assert response.status_code == 409
-    assert response.mimetype == PROBLEM
-    assert food.slug == "food"
 
 
 @pytest.mark.parametrize("target", [{"id": "6f1c1f0e-0000-4000-8000-000000000000"}, {"slug": "x"}])
