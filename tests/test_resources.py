@@ -1,17 +1,21 @@
-"""The slug contract every slugged resource shares (api/resources.py, slugs.py), once for each.
+"""What every slugged resource shares (api/resources.py, slugs.py), tested once for each.
 
-Regions, categories, socials, locations, businesses and employers: a slug derived from the
-name (-2, -3 … when taken), an explicit slug kept (409 when taken), 422 for what is not a
-slug, a rename by slug that moves the resource, and for locations the reserved words that
-would make a URL ambiguous. What is particular to one resource stays in its own file.
+Regions, categories, socials, locations, businesses and employers: the paged, sorted list
+and its 422s, the 404s of a lookup; the slug contract (derived from the name, -2, -3 …
+when taken, an explicit slug kept or 409, 422 for what is not a slug, a rename that moves
+the resource, and for locations the reserved words that would make a URL ambiguous); and
+for those whose PUT and DELETE name their target in the body, how that target is named.
+What is particular to one resource stays in its own file.
 """
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from directory_api.extensions import db
 from directory_api.models import Business, Category, Employer, Location, Region, Social
 
 from .conftest import assert_problem
@@ -32,6 +36,7 @@ class Kind:
     model: Any
     make: Callable[[str], Any]  # a stored row with this slug
     by_path: bool  # PUT /…/slug/<slug>; else PUT <collection> naming the id in the body
+    fields: frozenset[str]  # exactly what an item shows
     absent: dict[str, Any] = field(default_factory=dict)  # fields not sent, as answered
     reserved: tuple[str, ...] = ()
 
@@ -43,20 +48,43 @@ def listing_kind(kind: str, plural: str, model: Any) -> Kind:
         return make_listing(kind, Location.query.filter_by(slug="harbour").one(), slug)
 
     absent = {"subcategory": None, "socials": [], "email": None}
-    return Kind(f"/locations/harbour/{plural}/", model, make, by_path=False, absent=absent)
+    fields = {"subcategory", "description", "branch", "email", "phone", "address", "website"}
+    return Kind(
+        f"/locations/harbour/{plural}/",
+        model,
+        make,
+        by_path=False,
+        fields=BASE_FIELDS | fields | {"socials"},
+        absent=absent,
+    )
 
 
+BASE_FIELDS = frozenset({"id", "slug", "name", "createdAt", "updatedAt"})
+LOCATION_FIELDS = {"region", "directoryLocation", "description", "email", "phone", "address"}
 KINDS = {
-    "regions": Kind("/regions/", Region, make_region, by_path=True),
+    "regions": Kind("/regions/", Region, make_region, by_path=True, fields=BASE_FIELDS),
     "categories": Kind(
-        "/categories/", Category, make_category, by_path=False, absent={"parent": None}
+        "/categories/",
+        Category,
+        make_category,
+        by_path=False,
+        fields=BASE_FIELDS | {"parent"},
+        absent={"parent": None},
     ),
-    "socials": Kind("/socials/", Social, make_social, by_path=False, absent={"url": None}),
+    "socials": Kind(
+        "/socials/",
+        Social,
+        make_social,
+        by_path=False,
+        fields=BASE_FIELDS | {"url"},
+        absent={"url": None},
+    ),
     "locations": Kind(
         "/locations/",
         Location,
         make_location,
         by_path=True,
+        fields=BASE_FIELDS | LOCATION_FIELDS | {"website"},
         absent={"region": None, "directoryLocation": False, "email": None},
         reserved=("slug", "id"),
     ),
@@ -64,6 +92,7 @@ KINDS = {
     "employers": listing_kind("employer", "employers", Employer),
 }
 RESERVING = [name for name, kind in KINDS.items() if kind.reserved]
+TARGETED = [name for name, kind in KINDS.items() if not kind.by_path]
 
 
 @pytest.fixture(params=list(KINDS))
@@ -78,6 +107,14 @@ def reserving(request, app) -> Kind:
     return KINDS[request.param]
 
 
+@pytest.fixture(params=TARGETED)
+def targeted(request, app) -> Kind:
+    """A resource whose PUT and DELETE name their target (id or slug) in the body."""
+    if request.param in ("businesses", "employers"):
+        make_location("harbour")
+    return KINDS[request.param]
+
+
 def update(client, kind: Kind, row: Any, changes: dict[str, Any]):
     if kind.by_path:
         return client.put(f"{kind.collection}slug/{row.slug}", json=changes)
@@ -86,6 +123,68 @@ def update(client, kind: Kind, row: Any, changes: dict[str, Any]):
 
 def stored(kind: Kind, slug: str) -> int:
     return kind.model.query.filter_by(slug=slug).count()
+
+
+def slugs(response) -> list[str]:
+    assert response.status_code == 200, response.get_json()
+    return [item["slug"] for item in response.get_json()["items"]]
+
+
+# Reading
+
+
+def test_the_list_is_public_sorted_by_name_and_paged(client, kind):
+    # Names in another order than slugs, so the default order is seen to be the name's.
+    for slug, name in (("alpha", "Delta"), ("bravo", "Charlie"), ("charlie", "Bravo")):
+        kind.make(slug).name = name
+    kind.make("delta").name = "Alpha"
+    db.session.commit()
+    response = client.get(f"{kind.collection}?perPage=3")
+    assert slugs(response) == ["delta", "charlie", "bravo"]
+    body = response.get_json()
+    assert (body["page"], body["perPage"], body["total"]) == (1, 3, 4)
+    for item in body["items"]:
+        assert set(item) == kind.fields
+        assert item["createdAt"].endswith("Z")
+        assert item["updatedAt"].endswith("Z")
+    link = response.headers["Link"]
+    assert f'<{kind.collection}?perPage=3&page=2>; rel="next"' in link
+    assert 'rel="prev"' not in link
+    second = client.get(f"{kind.collection}?perPage=3&page=2")
+    assert slugs(second) == ["alpha"]
+    assert 'rel="prev"' in second.headers["Link"]
+    assert 'rel="next"' not in second.headers["Link"]
+    for order in ("slug", "-name"):
+        assert slugs(client.get(f"{kind.collection}?sort={order}")) == [
+            "alpha",
+            "bravo",
+            "charlie",
+            "delta",
+        ]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("perPage=0", "perPage"),
+        ("perPage=101", "perPage"),
+        ("page=0", "page"),
+        ("page=abc", "page"),
+        ("sort=password", "sort"),
+        ("sort=name,-nope", "sort"),
+        ("colour=red", "colour"),
+        ("page=1&page=2", "page"),
+    ],
+)
+def test_invalid_list_parameters_are_422_naming_the_parameter(client, kind, query, field):
+    response = client.get(f"{kind.collection}?{query}")
+    assert field in assert_problem(response, 422)["errors"]
+
+
+def test_an_unknown_slug_or_id_and_a_non_uuid_are_404(client, kind):
+    kind.make("known")
+    for path in ("slug/nowhere", f"id/{uuid.uuid4()}", "id/123", "id/known", "slug/KNOWN"):
+        assert_problem(client.get(f"{kind.collection}{path}"), 404)
 
 
 # Creating
@@ -192,3 +291,46 @@ def test_a_name_like_a_reserved_word_gets_another_slug(super_client, client, res
         assert slug.startswith(word)
         assert response.headers["Location"] == f"{reserving.collection}slug/{slug}"
         assert client.get(f"{reserving.collection}slug/{slug}").get_json()["name"] == name
+
+
+# Naming the target in the body (PUT and DELETE on the collection)
+
+
+@pytest.mark.parametrize("by", ["id", "slug"])
+def test_delete_by_id_or_slug_then_it_is_gone(super_client, client, targeted, by):
+    row = targeted.make("doomed")
+    target = {"id": str(row.id)} if by == "id" else {"slug": "doomed"}
+    response = super_client.delete(targeted.collection, json=target)
+    assert response.status_code == 204
+    assert response.data == b""
+    assert stored(targeted, "doomed") == 0
+    assert_problem(client.get(f"{targeted.collection}slug/doomed"), 404)
+    assert_problem(super_client.delete(targeted.collection, json=target), 404)
+
+
+@pytest.mark.parametrize(
+    ("request_body", "status"),
+    [
+        ({"json": {}}, 422),  # names no target
+        ({"data": "kept", "content_type": "text/plain"}, 415),
+        ({}, 415),  # no body at all
+    ],
+    ids=["no-target", "text-body", "no-body"],
+)
+def test_a_delete_naming_no_target_deletes_nothing(super_client, targeted, request_body, status):
+    targeted.make("kept")
+    assert_problem(super_client.delete(targeted.collection, **request_body), status)
+    assert stored(targeted, "kept") == 1
+
+
+@pytest.mark.parametrize("target", [{"id": str(uuid.uuid4())}, {"slug": "nowhere"}])
+def test_an_update_of_an_unknown_target_is_404(super_client, targeted, target):
+    targeted.make("known")
+    assert_problem(super_client.put(targeted.collection, json={**target, "name": "X"}), 404)
+
+
+def test_an_update_naming_no_target_is_422_on_id(super_client, targeted):
+    targeted.make("known")
+    response = super_client.put(targeted.collection, json={"name": "Renamed"})
+    assert "id" in assert_problem(response, 422)["errors"]
+    assert targeted.model.query.filter_by(name="Renamed").count() == 0
