@@ -64,17 +64,6 @@ def test_top_level_filter(client, tree, value, expected):
     assert slugs(response) == expected
 
 
-@pytest.mark.parametrize(
-    ("query", "field"),
-    [("topLevel=maybe", "topLevel"), ("parent=Not%20A%20Slug", "parent"), ("sort=parent", "sort")],
-)
-def test_invalid_list_parameters_are_422(client, app, query, field):
-    response = client.get(f"/categories/?{query}")
-    assert response.status_code == 422
-    assert response.mimetype == PROBLEM
-    assert field in response.get_json()["errors"]
-
-
 def test_get_by_slug_and_id(client, tree):
     by_slug = client.get("/categories/slug/cafes")
     assert by_slug.status_code == 200
@@ -87,22 +76,6 @@ def test_get_by_slug_and_id(client, tree):
 
 
 # Creating
-
-
-@pytest.mark.parametrize(
-    ("body", "field"),
-    [
-        ({"name": "Food", "colour": "red"}, "colour"),
-        ({}, "name"),
-        ({"name": "Food", "parent": "Not A Slug"}, "parent"),
-    ],
-)
-def test_create_validation_is_422_naming_the_field(super_client, app, body, field):
-    response = super_client.post("/categories/", json=body)
-    assert response.status_code == 422
-    assert response.mimetype == PROBLEM
-    assert field in response.get_json()["errors"]
-    assert Category.query.count() == 0
 
 
 def test_create_subcategory_shows_the_parent_slug(super_client, app):

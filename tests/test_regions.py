@@ -1,10 +1,7 @@
 """/regions: public reads, super-only writes, slugs, paging and the 409 on delete."""
 
-import pytest
-
 from directory_api.models import Region
 
-from .conftest import PROBLEM
 from .factories import make_location, make_region
 
 
@@ -24,25 +21,6 @@ def test_get_by_slug_and_id(client, app):
     assert by_slug.status_code == 200
     assert by_slug.get_json()["id"] == str(region.id)
     assert client.get(f"/regions/id/{region.id}").get_json()["slug"] == "north"
-
-
-@pytest.mark.parametrize(
-    ("body", "field"),
-    [
-        ({}, "name"),
-        ({"name": "   "}, "name"),
-        ({"name": 5}, "name"),
-        ({"name": "x" * 201}, "name"),
-        ({"name": "Line\nbreak"}, "name"),
-        ({"name": "Ok", "isSuper": True}, "isSuper"),
-    ],
-)
-def test_create_validation_is_422_naming_the_field(super_client, app, body, field):
-    response = super_client.post("/regions/", json=body)
-    assert response.status_code == 422
-    assert response.mimetype == PROBLEM
-    assert field in response.get_json()["errors"]
-    assert Region.query.count() == 0
 
 
 def test_update_renames_and_changes_only_what_is_sent(super_client, client, app):

@@ -187,7 +187,69 @@ def test_an_unknown_slug_or_id_and_a_non_uuid_are_404(client, kind):
         assert_problem(client.get(f"{kind.collection}{path}"), 404)
 
 
+# A resource's own list parameters, each refused as the one at fault.
+OWN_LIST_PARAMETERS = [
+    ("categories", "topLevel=maybe", "topLevel"),
+    ("categories", "parent=Not%20A%20Slug", "parent"),
+    ("categories", "sort=parent", "sort"),
+    ("socials", "sort=url", "sort"),
+    ("socials", "parent=x", "parent"),
+    ("locations", "directoryLocation=maybe", "directoryLocation"),
+    ("locations", "region=Not%20A%20Slug", "region"),
+    ("locations", "sort=email", "sort"),
+    ("locations", "sort=region", "sort"),
+    ("locations", "sort=name,-directoryLocation", "sort"),
+    ("locations", "directoryLocation=true&directoryLocation=false", "directoryLocation"),
+]
+
+
+@pytest.mark.parametrize(("name", "query", "field"), OWN_LIST_PARAMETERS)
+def test_a_resources_own_invalid_list_parameters_are_422(client, app, name, query, field):
+    response = client.get(f"{KINDS[name].collection}?{query}")
+    assert field in assert_problem(response, 422)["errors"]
+
+
 # Creating
+
+# Refused by every resource's create, naming the field.
+INVALID_BODIES = [
+    ({}, "name"),
+    ({"name": "   "}, "name"),
+    ({"name": 5}, "name"),
+    ({"name": "x" * 201}, "name"),
+    ({"name": "Line\nbreak"}, "name"),
+    ({"name": "Ok", "colour": "red"}, "colour"),
+    ({"name": "Ok", "isSuper": True}, "isSuper"),
+]
+# Refused by one resource's create.
+OWN_INVALID_BODIES = [
+    ("categories", {"name": "Food", "parent": "Not A Slug"}, "parent"),
+    ("socials", {"name": "Evil", "url": "javascript:alert(1)"}, "url"),
+    ("socials", {"name": "Files", "url": "ftp://files.example"}, "url"),
+    ("socials", {"name": "Bare", "url": "not a url"}, "url"),
+    ("socials", {"name": "Long", "url": "https://x.example/" + "a" * 2048}, "url"),
+    ("locations", {"name": "Harbour", "directory_location": True}, "directory_location"),
+    ("locations", {"name": "Harbour", "slug": None}, "slug"),
+    ("locations", {"name": "Harbour", "region": "Not A Slug"}, "region"),
+    ("locations", {"name": "Harbour", "address": "Line\nbreak"}, "address"),
+    ("locations", {"name": "Harbour", "description": "x" * 5001}, "description"),
+]
+
+
+def assert_refused_on(super_client, kind: Kind, body: dict[str, Any], field: str) -> None:
+    response = super_client.post(kind.collection, json=body)
+    assert field in assert_problem(response, 422)["errors"]
+    assert kind.model.query.count() == 0
+
+
+@pytest.mark.parametrize(("body", "field"), INVALID_BODIES)
+def test_an_invalid_create_is_422_naming_the_field(super_client, kind, body, field):
+    assert_refused_on(super_client, kind, body, field)
+
+
+@pytest.mark.parametrize(("name", "body", "field"), OWN_INVALID_BODIES)
+def test_a_resources_own_invalid_create_is_422_naming_the_field(super_client, name, body, field):
+    assert_refused_on(super_client, KINDS[name], body, field)
 
 
 def test_a_slug_is_derived_from_the_trimmed_name(super_client, client, kind):
