@@ -38,6 +38,7 @@ from .factories import PASSWORD, make_user
 
 PG_URL = TestingConfig.SQLALCHEMY_DATABASE_URI
 PROBLEM = "application/problem+json"
+NEW_PASSWORD = "a brand new passphrase"
 
 
 def assert_problem(response, status: int) -> dict:
@@ -318,6 +319,20 @@ def queued_mail(to: str | None = None) -> list:
     db.session.rollback()
     rows = db.session.scalars(sqlalchemy.select(OutboxMessage).order_by(OutboxMessage.created_at))
     return [row for row in rows if to is None or to in row.recipients]
+
+
+def invite(super_client: FlaskClient, email: str, location: str = "harbour") -> tuple[str, str]:
+    """Invite `email` as an owner of `location`; the user id and the token from the mail."""
+    response = super_client.post(f"/locations/{location}/owners/", json={"email": email})
+    assert response.status_code == 201, response.get_json()
+    [mail] = [m for m in queued_mail(email) if "/register/" in m.body][-1:]
+    return response.get_json()["id"], link_in(mail.body, "?token=")
+
+
+def register(client: FlaskClient, user_id, token: str, password: str = NEW_PASSWORD, **extra):
+    return client.post(
+        f"/me/register/{user_id}", json={"token": token, "password": password, **extra}
+    )
 
 
 def link_in(text: str, path: str) -> str:

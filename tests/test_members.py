@@ -8,7 +8,7 @@ import pytest
 from directory_api.extensions import db
 from directory_api.models import Membership, Role, User
 
-from .conftest import PROBLEM, link_in, queued_mail, send_outbox, signed_in
+from .conftest import PROBLEM, invite, link_in, queued_mail, register, send_outbox, signed_in
 from .factories import grant, make_location, make_user, make_vote
 
 FRONTEND = "http://localhost:3000"
@@ -656,16 +656,7 @@ def test_invited_owner_registers_from_the_delivered_mail(mail_app, mailbox):
 
 
 def test_removing_an_invited_members_only_role_voids_the_invitation(super_client, app):
-    from .conftest import link_in, queued_mail
-    from .factories import make_location
-
     make_location("bay")
-    user_id = super_client.post(
-        "/locations/bay/owners/", json={"email": "new@example.com"}
-    ).get_json()["id"]
-    token = link_in(queued_mail("new@example.com")[0].body, "?token=")
+    user_id, token = invite(super_client, "new@example.com", "bay")
     assert super_client.delete(f"/locations/bay/owners/id/{user_id}").status_code == 204
-    register = app.test_client().post(
-        f"/me/register/{user_id}", json={"token": token, "password": "a long passphrase"}
-    )
-    assert register.status_code == 404
+    assert register(app.test_client(), user_id, token).status_code == 404
