@@ -11,7 +11,6 @@ from types import SimpleNamespace
 from urllib.parse import urlencode
 
 import pytest
-from sqlalchemy import select
 
 from directory_api import credentials
 from directory_api.credentials import hash_password, hash_token
@@ -29,11 +28,20 @@ from directory_api.models import (
     utcnow,
 )
 
-from .conftest import assert_problem, link_in, queued_mail, send_outbox, signed_in
+from .conftest import (
+    NEW_PASSWORD,
+    assert_problem,
+    database_rows,
+    invite,
+    link_in,
+    queued_mail,
+    register,
+    send_outbox,
+    signed_in,
+)
 from .factories import PASSWORD, make_location, make_user
 
 COOKIE = "session"
-NEW_PASSWORD = "a brand new passphrase"
 THIRD_PASSWORD = "yet another passphrase"
 EVIL = "https://evil.example"
 FRONTEND = "https://admin.example.org"
@@ -41,15 +49,6 @@ MB = 1024 * 1024
 
 
 # --- helpers --------------------------------------------------------------------------------
-
-
-def database_rows() -> dict[str, list[str]]:
-    """Every row of every table, to show that a refused request changed nothing."""
-    db.session.rollback()
-    return {
-        table.name: sorted(repr(tuple(row)) for row in db.session.execute(select(table)))
-        for table in db.metadata.sorted_tables
-    }
 
 
 def session_cookie(client) -> str | None:
@@ -78,20 +77,6 @@ def latest_reset_token(email: str) -> str:
 
 def complete_reset(client, token: str, password: str = NEW_PASSWORD):
     return client.post(f"/me/password-reset/{token}", json={"password": password})
-
-
-def invite(super_client, email: str, location: str = "harbour") -> tuple[str, str]:
-    """Invite `email` as an owner of `location`; the user id and the token from the mail."""
-    response = super_client.post(f"/locations/{location}/owners/", json={"email": email})
-    assert response.status_code == 201, response.get_json()
-    [mail] = [m for m in queued_mail(email) if "/register/" in m.body][-1:]
-    return response.get_json()["id"], link_in(mail.body, "?token=")
-
-
-def register(client, user_id, token: str, password: str = NEW_PASSWORD, **extra):
-    return client.post(
-        f"/me/register/{user_id}", json={"token": token, "password": password, **extra}
-    )
 
 
 def can_sign_in(app, email: str, password: str) -> bool:

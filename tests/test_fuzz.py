@@ -247,16 +247,6 @@ def seed_world() -> None:
     db.session.commit()
 
 
-def empty_world() -> None:
-    db.session.rollback()
-    with db.engine.begin() as connection:
-        for table in reversed(db.metadata.sorted_tables):
-            for key in table.foreign_keys:
-                if key.column.table is table:  # categories point at categories
-                    connection.execute(table.update().values({key.parent.name: None}))
-            connection.execute(table.delete())
-
-
 class World:
     """The seeded rows and, for the super, a session; rebuilt after a request changed them."""
 
@@ -268,7 +258,8 @@ class World:
 
     def rebuild(self) -> None:
         with self.app.app_context():
-            empty_world()
+            db.session.rollback()
+            empty_all_tables(db.engine)
             seed_world()
         if self.identity == "super":
             self.session_id = self.sign_in()
@@ -407,8 +398,8 @@ def fuzz_app(migrated_database: str, tmp_path_factory: pytest.TempPathFactory) -
     yield app
     with app.app_context():
         db.session.remove()
+        empty_all_tables(db.engine)
         db.engine.dispose()
-    empty_all_tables(migrated_database)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from directory_api.extensions import db
 from directory_api.models import Membership, Role, User
 
-from .conftest import PROBLEM, link_in, queued_mail, send_outbox, signed_in
+from .conftest import PROBLEM, invite, link_in, queued_mail, register, send_outbox, signed_in
 from .factories import grant, make_location, make_user, make_vote
 
 FRONTEND = "http://localhost:3000"
@@ -91,46 +91,11 @@ def assert_nothing_changed(target: User, role: str, location) -> None:
     assert queued_mail() == []
 
 
-# --- who may call what ----------------------------------------------------------------------
+# --- callers --------------------------------------------------------------------------------
+# Who may call what (every 401 and 403, and that a refused call changes nothing) is
+# test_role_matrix.py's; these are the callers that succeed.
 
-DENIED = [
-    ("owner", "plain"),
-    ("owner", "admin_here"),
-    ("owner", "owner_here"),  # an owner cannot manage owners, not even their own location's
-    ("owner", "owner_elsewhere"),
-    ("admin", "plain"),
-    ("admin", "admin_here"),  # an admin cannot manage admins
-    ("admin", "owner_elsewhere"),  # an owner of another location has no say here
-]
 ALLOWED = [("owner", "super"), ("admin", "super"), ("admin", "owner_here")]
-
-
-@pytest.mark.parametrize("endpoint", ENDPOINTS)
-@pytest.mark.parametrize("role", ROLES)
-def test_anonymous_is_401(client, app, scene, role, endpoint):
-    target = member("target@example.com", scene.harbour, role, name="Target")
-    response = call(client, role, endpoint, target.id)
-    assert response.status_code == 401
-    assert response.mimetype == PROBLEM
-    assert_nothing_changed(target, role, scene.harbour)
-
-
-@pytest.mark.parametrize("endpoint", ENDPOINTS)
-@pytest.mark.parametrize(("role", "caller"), DENIED)
-def test_caller_without_the_role_is_403(app, scene, role, caller, endpoint):
-    target = member("target@example.com", scene.harbour, role, name="Target")
-    response = call(client_for(app, scene, caller), role, endpoint, target.id)
-    assert response.status_code == 403
-    assert response.mimetype == PROBLEM
-    assert_nothing_changed(target, role, scene.harbour)
-
-
-@pytest.mark.parametrize("endpoint", ENDPOINTS)
-@pytest.mark.parametrize(("role", "caller"), ALLOWED)
-def test_allowed_caller_succeeds(app, scene, role, caller, endpoint):
-    target = member("target@example.com", scene.harbour, role, name="Target")
-    response = call(client_for(app, scene, caller), role, endpoint, target.id)
-    assert response.status_code == ENDPOINTS[endpoint][3], response.get_json()
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
@@ -691,16 +656,7 @@ def test_invited_owner_registers_from_the_delivered_mail(mail_app, mailbox):
 
 
 def test_removing_an_invited_members_only_role_voids_the_invitation(super_client, app):
-    from .conftest import link_in, queued_mail
-    from .factories import make_location
-
     make_location("bay")
-    user_id = super_client.post(
-        "/locations/bay/owners/", json={"email": "new@example.com"}
-    ).get_json()["id"]
-    token = link_in(queued_mail("new@example.com")[0].body, "?token=")
+    user_id, token = invite(super_client, "new@example.com", "bay")
     assert super_client.delete(f"/locations/bay/owners/id/{user_id}").status_code == 204
-    register = app.test_client().post(
-        f"/me/register/{user_id}", json={"token": token, "password": "a long passphrase"}
-    )
-    assert register.status_code == 404
+    assert register(app.test_client(), user_id, token).status_code == 404

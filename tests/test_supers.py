@@ -36,55 +36,12 @@ def register(app, user_id: str, token: str, password: str = NEW_PASSWORD):
     return response, client
 
 
-# Every endpoint, with a request that would succeed for a super: "{id}" is another super.
-ENDPOINTS = [
-    pytest.param("GET", "/supers/", None, id="list"),
-    pytest.param("GET", "/supers/id/{id}", None, id="get"),
-    pytest.param("POST", "/supers/", {"email": "new@example.com"}, id="invite"),
-    pytest.param("PUT", "/supers/id/{id}", {"name": "Renamed"}, id="update"),
-    pytest.param("DELETE", "/supers/id/{id}", None, id="revoke"),
-]
+# Who may call what (401, 403, nothing changed) is test_role_matrix.py's.
 
 
 @pytest.fixture
 def other_super(app):
     return make_user("other@example.com", name="Other", is_super=True)
-
-
-def assert_nothing_changed(other_id: uuid.UUID) -> None:
-    assert user_by_email("new@example.com") is None
-    other = db.session.get(User, other_id)
-    assert other.is_super is True
-    assert other.name == "Other"
-    assert queued_mail() == []
-
-
-@pytest.mark.parametrize(("method", "path", "body"), ENDPOINTS)
-def test_anonymous_is_401(client, app, other_super, method, path, body):
-    response = client.open(path.format(id=other_super.id), method=method, json=body)
-    assert response.status_code == 401
-    assert response.mimetype == PROBLEM
-    assert_nothing_changed(other_super.id)
-
-
-@pytest.mark.parametrize(("method", "path", "body"), ENDPOINTS)
-def test_plain_user_is_403(user_client, app, other_super, method, path, body):
-    response = user_client.open(path.format(id=other_super.id), method=method, json=body)
-    assert response.status_code == 403
-    assert response.mimetype == PROBLEM
-    assert_nothing_changed(other_super.id)
-
-
-@pytest.mark.parametrize(("method", "path", "body"), ENDPOINTS)
-def test_location_owner_is_403(app, other_super, method, path, body):
-    owner = make_user("owner@example.com")
-    grant(owner, make_location("harbour"), Role.OWNER)
-    response = signed_in(app, "owner@example.com").open(
-        path.format(id=other_super.id), method=method, json=body
-    )
-    assert response.status_code == 403
-    assert response.mimetype == PROBLEM
-    assert_nothing_changed(other_super.id)
 
 
 def test_list_shows_only_supers_sorted_by_email_and_paged(super_client, app):
