@@ -25,7 +25,7 @@ test: install  ## the whole suite on SQLite (set TEST_DATABASE_URL / TEST_REDIS_
 	$(BIN)/python -m pytest
 
 fuzz: install  ## Schemathesis against every operation, 500 examples each (FUZZ_SEED=… to vary)
-	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-500} $(BIN)/python -m pytest tests/test_fuzz.py -p no:randomly
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-500} FUZZ_COVERAGE=1 $(BIN)/python -m pytest tests/test_fuzz.py -p no:randomly
 
 test-browser: install  ## headless Chromium against a live server (apt-get install -y chromium)
 	REQUIRE_BROWSER=1 $(BIN)/python -m pytest tests/test_browser.py -v

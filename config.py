@@ -95,6 +95,8 @@ class Config:
 
     # Requests
     MAX_CONTENT_LENGTH = env_int("MAX_CONTENT_LENGTH", 64 * 1024)
+    # A CSV import's body (API.md 11): its own, larger limit; at most 10,000 rows as well.
+    IMPORT_MAX_BYTES = env_int("IMPORT_MAX_BYTES", 5 * 1024 * 1024)
     PROXY_FIX_X_FOR = env_int("PROXY_FIX_X_FOR", 0)
     PROXY_FIX_X_PROTO = env_int("PROXY_FIX_X_PROTO", 0)
     CORS_ORIGINS = env_list("CORS_ORIGINS")

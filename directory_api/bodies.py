@@ -18,23 +18,36 @@ class APIRequest(Request):
 
 
 JSON_MIMETYPE = "application/json"
+CSV_MIMETYPE = "text/csv"
 FORM_MIMETYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
+JSON_ONLY = frozenset({JSON_MIMETYPE})
 
 
-def check_media_type(forms: bool) -> None:
-    """The one rule on bodies: JSON, or a form where the endpoint declares `forms`; else 415.
+def check_media_type(accepted: frozenset[str]) -> None:
+    """The one rule on bodies: of a media type the endpoint accepts (JSON, unless it declares
+    forms or CSV), else 415.
 
     Applied before any view to every request that carries a body (protection.py), and when
     a declared body is loaded (a request without one has no media type: 415 too).
     """
-    if request.mimetype == JSON_MIMETYPE or (forms and request.mimetype in FORM_MIMETYPES):
+    if request.mimetype in accepted:
         return
-    abort(415, "The request body must be application/json.")
+    wanted = CSV_MIMETYPE if CSV_MIMETYPE in accepted else JSON_MIMETYPE
+    abort(415, f"The request body must be {wanted}.")
+
+
+def load_csv_text() -> str:
+    """The request body as text (UTF-8, a byte-order mark tolerated): 415 unless text/csv."""
+    check_media_type(frozenset({CSV_MIMETYPE}))
+    try:
+        return request.get_data().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        abort(400, "The request body is not valid UTF-8.")
 
 
 def load_body(schema: Schema, *, forms: bool = False) -> dict[str, Any]:
     """Validate the request body: 415 for another media type, 400 for broken JSON, else 422."""
-    check_media_type(forms)
+    check_media_type(JSON_ONLY | FORM_MIMETYPES if forms else JSON_ONLY)
     # Malformed JSON raises 400.
     data = request.form.to_dict() if request.mimetype in FORM_MIMETYPES else request.get_json()
     if not isinstance(data, dict):

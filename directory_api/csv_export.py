@@ -21,9 +21,10 @@ FORMULA_STARTS = ("=", "+", "-", "@")
 FLUSH_AT = 64 * 1024  # characters buffered before a chunk goes out
 
 
-def columns(schema: Schema) -> list[str]:
-    """The schema's output field names, as the JSON answers spell them."""
-    return [field.data_key or name for name, field in schema.dump_fields.items()]
+def columns(schema: Schema, *, load: bool = False) -> list[str]:
+    """The schema's output (or, with `load`, input) field names, as JSON spells them."""
+    chosen = schema.load_fields if load else schema.dump_fields
+    return [field.data_key or name for name, field in chosen.items()]
 
 
 def cell(value: Any) -> str:

@@ -29,7 +29,14 @@ from flask import Flask, Response, current_app, jsonify, request
 from marshmallow import Schema
 
 from .access import Access, check_access, check_signed_in, get_location_or_404
-from .bodies import load_body, load_query
+from .bodies import (
+    CSV_MIMETYPE,
+    FORM_MIMETYPES,
+    JSON_ONLY,
+    load_body,
+    load_csv_text,
+    load_query,
+)
 from .idempotency import idempotent as honour_idempotency_key
 from .pagination import Page, page_answer
 
@@ -52,6 +59,16 @@ class Endpoint:
     access: Access | None = None
     forms: bool = False
     csv: bool = False  # answers text/csv (a Response the view streams): `response` names its rows
+    # The body is text/csv (an import), its rows in `body`'s shape; the view gets the text.
+    csv_body: bool = False
+
+    @property
+    def media_types(self) -> frozenset[str]:
+        """What the body may be (the one body rule, bodies.py)."""
+        if self.csv_body:
+            return frozenset({CSV_MIMETYPE})
+        return JSON_ONLY | FORM_MIMETYPES if self.forms else JSON_ONLY
+
     idempotent: bool = False
     limits: Sequence[Callable[[Callable], Callable]] = ()
     responses: Mapping[int, type[Schema] | None] = field(default_factory=dict)
@@ -122,7 +139,9 @@ def endpoint(
             loaded = []
             if query_schema is not None:
                 loaded.append(load_query(query_schema))
-            if body_schema is not None:
+            if declaration.csv_body:
+                loaded.append(load_csv_text())
+            elif body_schema is not None:
                 loaded.append(load_body(body_schema, forms=declaration.forms))
             return answer(declaration, view(*loaded, **path))
 

@@ -167,6 +167,22 @@ def csv_answer(schema: type[Schema]) -> dict[str, Any]:
     }
 
 
+def csv_body(rows: type[Schema]) -> dict[str, Any]:
+    names = ", ".join(f"`{name}`" for name in columns(rows(), load=True))
+    return {
+        "required": True,
+        "description": (
+            f"CSV with a header row naming the columns ({names}; `id`, `createdAt` and "
+            "`updatedAt` are accepted and ignored, so an export imports as it is), then one "
+            "row per item, its cells as the JSON body would carry them (lists as "
+            "space-separated `a:b` pairs; a leading ' before =, +, - or @ is removed). A row "
+            "whose `slug` names an existing item updates the columns present; any other row "
+            "creates one."
+        ),
+        "content": {"text/csv": {"schema": {"type": "string"}}},
+    }
+
+
 def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
     declared = declaration_of(view)
     if declared is None:
@@ -189,7 +205,9 @@ def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
         parameters.append(copy.deepcopy(HEADER_PARAMETER))
     if parameters:
         op["parameters"] = parameters
-    if declared.body is not None:
+    if declared.csv_body and declared.body is not None:
+        op["requestBody"] = csv_body(declared.body)
+    elif declared.body is not None:
         content = {"application/json": {"schema": declared.body}}
         if declared.forms:
             for media in ("application/x-www-form-urlencoded", "multipart/form-data"):
@@ -219,6 +237,8 @@ def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
     errors = dict(ALWAYS)
     if declared.body is not None:
         errors |= WITH_BODY
+    if declared.csv_body:
+        errors |= {400: "The body is not UTF-8.", 415: "The body is not text/csv."}
     if declared.query is not None:
         errors |= WITH_QUERY
     if method not in ("GET", "HEAD"):

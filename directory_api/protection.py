@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from flask import Flask, Response, current_app, g, request
 from werkzeug.wsgi import get_content_length
 
-from .bodies import check_media_type
+from .bodies import JSON_ONLY, check_media_type
 from .endpoints import current_declaration
 from .errors import abort
 
@@ -54,19 +54,22 @@ def too_long_unannounced(limit: int) -> bool:
 
 
 def require_json_bodies() -> None:
-    """Any body must be JSON (forms only where an endpoint says so) and within the size limit."""
+    """Any body must be JSON (forms or CSV only where an endpoint declares them) and within
+    the size limit (an import's own, IMPORT_MAX_BYTES, for a CSV body)."""
     if request.method in SAFE_METHODS or request.routing_exception is not None:
         return  # an unknown path or method answers 404/405 whatever the body
+    declaration = current_declaration()
+    if declaration is not None and declaration.csv_body:
+        request.max_content_length = current_app.config["IMPORT_MAX_BYTES"]
     length = request.content_length
     if not length and "chunked" not in request.headers.get("Transfer-Encoding", "").lower():
         return
-    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    limit = request.max_content_length
     if limit and length and length > limit:
         abort(413, f"The request body is larger than {limit} bytes.")
     if limit and length is None and too_long_unannounced(limit):
         abort(413, f"The request body is larger than {limit} bytes.")
-    declaration = current_declaration()
-    check_media_type(forms=declaration is not None and declaration.forms)
+    check_media_type(declaration.media_types if declaration is not None else JSON_ONLY)
 
 
 def add_security_headers(response: Response) -> Response:

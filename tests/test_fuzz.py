@@ -15,7 +15,9 @@ Bounded for the normal run, reproducible, and longer on demand:
 
     FUZZ_EXAMPLES=15 (default)   examples per operation and identity in the fuzzing phase
     FUZZ_SEED=20240601 (default) the seed; the same seed replays the same requests
-    FUZZ_COVERAGE=0              skip the coverage phase (a fixed ~50 cases per operation)
+    FUZZ_COVERAGE=1              add the coverage phase (a fixed ~50 boundary and invalid
+                                 cases per operation); CI's PostgreSQL pass and `make fuzz`
+                                 run it, `make test` leaves it out to stay quick
     make fuzz                    FUZZ_EXAMPLES=500 (FUZZ_SEED=… for another sample)
 
 The Schemathesis pytest plugin needs the schema at import time (its fixture-based loader
@@ -64,7 +66,7 @@ from .factories import PASSWORD
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES") or 15)
 SEED = int(os.environ.get("FUZZ_SEED") or 20240601)
-COVERAGE = os.environ.get("FUZZ_COVERAGE", "1") != "0"
+COVERAGE = os.environ.get("FUZZ_COVERAGE", "0") != "0"
 
 # The requests come from a browser on the service's own origin (the test client's host).
 SAME_SITE = {"Origin": "http://localhost", "Sec-Fetch-Site": "same-origin"}
@@ -370,6 +372,10 @@ def depends_on_state(case: schemathesis.Case, response: schemathesis.Response) -
     """A 422 whose every complaint is one the document cannot foresee."""
     if response.status_code != 422:
         return False
+    if case.media_type == "text/csv":
+        # JSON Schema cannot say what a valid CSV import is (its header, its rows through
+        # the listing schema); the document describes it in words.
+        return True
     errors = response.json().get("errors") or {}
     body = case.body if isinstance(case.body, dict) else {}
     return bool(errors) and all(

@@ -96,7 +96,7 @@ class Case:
 
     path: str
     outcomes: dict[str, int]
-    body: Any = None
+    body: Any = None  # JSON, or a str: a CSV body
     needs: tuple[str, ...] = ()
 
 
@@ -127,6 +127,9 @@ def listing_rows(plural: str) -> Rows:
         ),
         (f"{base}/search/<term>", "GET"): Case(f"{here}/search/works", everyone(200), needs=needs),
         (f"{base}/export.csv", "GET"): Case(f"{here}/export.csv", everyone(200), needs=needs),
+        (f"{base}/import", "POST"): Case(
+            f"{here}/import", only(200, ACCESS), "slug,name\ntarget,Renamed Works\n", needs
+        ),
         (f"{base}/", "POST"): Case(
             f"{here}/",
             only(201, ACCESS),
@@ -503,7 +506,13 @@ def test_role_matrix(app, rule, method, identity):
     client = client_as(app, identity)
     expected = case.outcomes[identity]
     before = database_rows() if expected >= 400 else None
-    response = client.open(fill(case.path, values), method=method, json=fill(case.body, values))
+    body = fill(case.body, values)
+    if isinstance(body, str):
+        response = client.open(
+            fill(case.path, values), method=method, data=body, content_type="text/csv"
+        )
+    else:
+        response = client.open(fill(case.path, values), method=method, json=body)
     assert response.status_code == expected, response.get_json()
     if expected >= 400:
         assert response.mimetype == PROBLEM

@@ -37,12 +37,22 @@ def created(item: Any, endpoint: str, **values: Any) -> Answer:
 
 
 def create_named(
-    model: Any, data: dict[str, Any], *scope: Any, reserved: frozenset[str] = frozenset()
+    model: Any,
+    data: dict[str, Any],
+    *scope: Any,
+    reserved: frozenset[str] = frozenset(),
+    commit: bool = True,
 ) -> Answer:
-    """Insert `model(**data)` with its slug chosen by the slug rules; 201 with Location."""
+    """Insert `model(**data)` with its slug chosen by the slug rules; 201 with Location.
+
+    Without `commit` (one of many rows of an import) it is flushed, so the next row's slug
+    sees it, and the caller commits."""
     data["slug"] = choose_slug(model, data.get("slug"), data["name"], *scope, reserved=reserved)
     item = model(**data)
     db.session.add(item)
+    if not commit:
+        db.session.flush()
+        return Answer(item)
     db.session.commit()
     return created(item, "get_by_slug", item_slug=item.slug)
 

@@ -8,12 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint
+from marshmallow import ValidationError
 from sqlalchemy import Select, select
 from sqlalchemy.orm import joinedload, selectinload
 
 from ..csv_export import csv_response
-from ..endpoints import Access, endpoint
-from ..errors import invalid
+from ..csv_import import read_rows, row_key
+from ..endpoints import Access, endpoint, schema_instance
+from ..errors import APIError, abort, invalid
 from ..extensions import db
 from ..models import (
     Business,
@@ -28,9 +30,10 @@ from ..models import (
 )
 from ..pagination import every_row, paginate, sort_fields
 from ..schemas.base import TargetSchema
+from ..schemas.common import ImportArgs, ImportOut
 from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
 from ..search import TERM_SCHEMA, checked_term, search_criteria
-from .changes import create_named, delete_unused, update_named
+from .changes import apply_changes, create_named, delete_unused, update_named
 from .lookups import by_slug_or_422, find_target, get_or_404, id_by_slug, named_by_path
 
 
@@ -105,6 +108,51 @@ def fetch_listings(page_ids: Select, order: list[Any]) -> list[dict[str, Any]]:
     return items
 
 
+def plan_import(
+    model: type[Listing], location: Location, rows: list[dict[str, Any]], errors: dict[str, Any]
+) -> list[tuple[Listing | None, dict[str, Any]]]:
+    """What each valid row does: (the listing it updates, or None to create one; its data).
+
+    A row whose `slug` names a listing of this location updates it, changing only the
+    columns present; any other row creates one. Every row's problems go into `errors`.
+    """
+    slugs = {row["slug"] for row in rows if row.get("slug")}
+    existing = {
+        listing.slug: listing
+        for listing in db.session.scalars(
+            select(model).where(model.location_id == location.id, model.slug.in_(slugs))
+        )
+    }
+    first_row: dict[str, int] = {}
+    plans = []
+    for number, row in enumerate(rows, 1):
+        key = row_key(number)
+        if key in errors:
+            continue
+        slug = row.pop("slug", None) or None
+        if slug in first_row:
+            errors[key] = {"slug": [f"Also in row {first_row[slug]}."]}
+            continue
+        if slug is not None:
+            first_row[slug] = number
+        target = existing.get(slug)
+        if target is None and slug is not None:
+            row["slug"] = slug
+        try:
+            data = schema_instance(ListingUpdate if target else ListingIn).load(row)
+            resolve_references(data)
+        except ValidationError as error:
+            errors[key] = error.messages
+            continue
+        except APIError as error:  # a slug naming nothing (subcategory, social): 422
+            errors[key] = error.extra.get("errors", {"_row": [error.description]})
+            continue
+        if target is None:
+            data["location"] = location
+        plans.append((target, data))
+    return plans
+
+
 def listings_blueprint(
     model: type[Listing], plural: str, noun: str, uses: Callable[[Listing], dict[str, Select]]
 ) -> Blueprint:
@@ -165,6 +213,23 @@ def listings_blueprint(
         stmt = filtered(location, args, *found)
         return paginate(stmt, args, default_order=[relevance, model.name], fetch=fetch_listings)
 
+    @bp.post("/import")
+    @endpoint(ListingIn, ImportOut, query=ImportArgs, access=Access.ACCESS, csv_body=True)
+    def import_listings(args, text: str, location: Location):
+        _, rows, errors = read_rows(text, schema_instance(ListingIn))
+        plans = plan_import(model, location, rows, errors)
+        if errors:
+            abort(422, "The CSV has invalid rows; nothing was imported.", errors=errors)
+        created = sum(1 for target, _ in plans if target is None)
+        if not args["dry_run"]:
+            for target, data in plans:
+                if target is None:
+                    create_named(model, data, model.location_id == location.id, commit=False)
+                else:
+                    apply_changes(target, data)
+            db.session.commit()
+        return {"created": created, "updated": len(plans) - created, "dry_run": args["dry_run"]}
+
     @bp.post("/")
     @endpoint(ListingIn, ListingOut, status=201, access=Access.ACCESS, conflicts=True)
     def create(data, location: Location):
@@ -190,6 +255,9 @@ def listings_blueprint(
     get_listing.__doc__ = f"Get one {noun} by slug or by id."
     search.__doc__ = f"Search the {plural} of a location (accent- and case-insensitive)."
     export_listings.__doc__ = f"Every {noun} of the location as CSV (the list's filters and sort)."
+    import_listings.__doc__ = (
+        f"Create or update {plural} from CSV: all rows or none (`dryRun=true` only checks)."
+    )
     create.__doc__ = f"Create a {noun} at the location (its owners and admins)."
     update.__doc__ = f"Change the {noun} named in the body by `id` or current `slug`."
     delete.__doc__ = f"Delete the {noun} named in the body."

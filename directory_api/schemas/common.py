@@ -2,6 +2,8 @@
 
 from marshmallow import Schema, fields
 
+from .fields import QueryBool
+
 
 class StatusOut(Schema):
     status = fields.String(required=True)
@@ -18,3 +20,17 @@ class ReceivedOut(Schema):
 
 class ReadyOut(StatusOut):
     checks = fields.Dict(keys=fields.String(), values=fields.String(), required=True)
+
+
+class ImportArgs(Schema):
+    dry_run = QueryBool(
+        data_key="dryRun",
+        load_default=False,
+        metadata={"description": "Validate every row and count, writing nothing."},
+    )
+
+
+class ImportOut(Schema):
+    created = fields.Integer(required=True)
+    updated = fields.Integer(required=True)
+    dry_run = fields.Boolean(required=True, data_key="dryRun")
