@@ -1,41 +1,15 @@
 """/regions: a reference list; anyone reads, supers write."""
 
-import uuid
-
-from flask import Blueprint
 from sqlalchemy import select
 
 from ..endpoints import Access, endpoint
 from ..models import Location, Region
-from ..pagination import ListArgs, paginate, sort_fields
 from ..schemas.regions import RegionIn, RegionOut, RegionUpdate
-from .changes import create_named, delete_unused, update_named
-from .lookups import get_or_404, named_by_path
+from .changes import delete_unused, update_named
+from .lookups import get_or_404
+from .references import reference_blueprint
 
-bp = Blueprint("regions", __name__, url_prefix="/regions")
-RegionArgs = ListArgs.sorted_by(sort_fields(Region), default="name")
-
-
-@bp.get("/", endpoint="list")
-@endpoint(response=RegionOut, query=RegionArgs, paged=True)
-def list_regions(args):
-    """List the regions (paged, sortable)."""
-    return paginate(select(Region), args)
-
-
-@bp.post("/")
-@endpoint(RegionIn, RegionOut, status=201, access=Access.SUPER, conflicts=True)
-def create_region(data):
-    """Create a region (slug derived from the name when absent)."""
-    return create_named(Region, data)
-
-
-@bp.get("/slug/<slug:item_slug>", endpoint="get_by_slug")
-@bp.get("/id/<uuid:item_id>", endpoint="get_by_id")
-@endpoint(response=RegionOut)
-def get_region(item_slug: str | None = None, item_id: uuid.UUID | None = None):
-    """Get one region by slug or by id."""
-    return get_or_404(Region, named_by_path(Region, item_slug, item_id), what="region")
+bp = reference_blueprint(Region, RegionIn, RegionOut, "regions", "region")
 
 
 @bp.put("/slug/<slug:item_slug>")

@@ -241,8 +241,10 @@ def vote_of(location: Location, vote_id: uuid.UUID) -> Vote:
 @bp.post("/")
 @endpoint(VoteIn, VoteOut, status=201, access=Access.ACCESS)
 def create_vote(data, location: Location):
-    """Enter a vote by hand (an employer vote, e.g. from paper); staff vouch for it, so it is
-    confirmed (no receipt)."""
+    """Enter a vote by hand (an employer vote, e.g. from paper); it counts as confirmed.
+
+    Staff vouch for it, so it gets no receipt.
+    """
     resolve_employer(location, data)
     vote = Vote(location_id=location.id, type=VoteType.EMPLOYER, **data)
     integrity.confirm(vote)
