@@ -32,9 +32,10 @@ from sqlalchemy.engine import Engine
 from config import TestingConfig
 from directory_api import create_app
 from directory_api.extensions import db, limiter
+from directory_api.models import Location, Role, User
 from directory_api.sessions import RedisSessions
 
-from .factories import PASSWORD, make_user
+from .factories import PASSWORD, grant, make_location, make_user
 
 PG_URL = TestingConfig.SQLALCHEMY_DATABASE_URI
 PROBLEM = "application/problem+json"
@@ -232,6 +233,62 @@ def super_client(app: Flask, super_user) -> FlaskClient:
 def user_client(app: Flask, plain_user) -> FlaskClient:
     """Signed in, holding no role anywhere."""
     return signed_in(app, plain_user.email)
+
+
+@pytest.fixture
+def locations(app: Flask) -> dict[str, Location]:
+    """Where `world` happens: harbour first, then one other place.
+
+    A module whose tests need other details (a region, another second place) overrides this.
+    """
+    return {
+        "harbour": make_location("harbour", email="votes@harbour.example"),
+        "hill": make_location("hill", email="votes@hill.example"),
+    }
+
+
+@pytest.fixture
+def world(locations: dict[str, Location], super_user, plain_user) -> dict:
+    """`locations` and who is who there, by name.
+
+    owner@ and admin@example.com hold those roles at harbour; at the other place (say bay)
+    other_owner and other_admin are bay-owner@ and bay-admin@example.com. "super" and
+    "plain" hold no role anywhere.
+    """
+    here, there = list(locations.values())[:2]
+    people: dict[str, User] = {"super": super_user, "plain": plain_user}
+    for name, address, location, role in [
+        ("owner", "owner@example.com", here, Role.OWNER),
+        ("admin", "admin@example.com", here, Role.ADMIN),
+        ("other_owner", f"{there.slug}-owner@example.com", there, Role.OWNER),
+        ("other_admin", f"{there.slug}-admin@example.com", there, Role.ADMIN),
+    ]:
+        people[name] = make_user(address)
+        grant(people[name], location, role)
+    return {**locations, **people}
+
+
+class Clients(dict):
+    """A client per identity of `world`, signed in the first time it is asked for."""
+
+    def __init__(self, app: Flask, emails: dict[str, str]) -> None:
+        super().__init__()
+        self.app = app
+        self.emails = emails
+
+    def __missing__(self, who: str) -> FlaskClient:
+        if who == "anonymous":
+            client = self.app.test_client()
+        else:
+            client = signed_in(self.app, self.emails[who])
+        self[who] = client
+        return client
+
+
+@pytest.fixture
+def clients(app: Flask, world: dict) -> Clients:
+    """`clients["owner"]`, `clients["anonymous"]`…: one client per identity, by name."""
+    return Clients(app, {name: it.email for name, it in world.items() if isinstance(it, User)})
 
 
 def pytest_report_header() -> list[str]:
