@@ -399,6 +399,20 @@ def register(client: FlaskClient, user_id, token: str, password: str = NEW_PASSW
     )
 
 
+def start_reset(client: FlaskClient, email: str):
+    return client.post("/me/password-reset", json={"email": email})
+
+
+def reset_token(email: str) -> str:
+    """The token of the latest password-reset link queued to `email`."""
+    mails = [m for m in queued_mail(email) if "/password-reset/" in m.body]
+    return link_in(mails[-1].body, "/password-reset/")
+
+
+def complete_reset(client: FlaskClient, token: str, password: str = NEW_PASSWORD):
+    return client.post(f"/me/password-reset/{token}", json={"password": password})
+
+
 def link_in(text: str, path: str) -> str:
     """The part of the first link containing `path` that follows it (a token or id/?token=)."""
     match = re.search(re.escape(path) + r"(\S+)", text)
