@@ -446,6 +446,26 @@ def test_renaming_a_subcategory_updates_search(super_client, world, kind):
     assert names(search(super_client, kind, "cafes")) == []
 
 
+def search_and_plan(client, path: str, marker: str) -> tuple[list[str], list[str]]:
+    """The slugs a search answers, and the query plan of its statement containing `marker`."""
+    captured: list[tuple[str, object]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany):
+        if marker in statement and "count(" not in statement:
+            captured.append((statement, parameters))
+
+    event.listen(db.engine, "before_cursor_execute", capture)
+    try:
+        response = client.get(path)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", capture)
+    statement, parameters = captured[-1]
+    explain = "EXPLAIN QUERY PLAN " if db.engine.dialect.name == "sqlite" else "EXPLAIN "
+    with db.engine.connect() as connection:
+        rows = connection.exec_driver_sql(explain + statement, parameters).all()
+    return [item["slug"] for item in response.get_json()["items"]], [str(row) for row in rows]
+
+
 @pytest.mark.skipif(
     not PG_URL, reason="pg_trgm is PostgreSQL's; CI runs this in its PostgreSQL pass"
 )
@@ -466,22 +486,8 @@ def test_search_on_100k_businesses_uses_the_trigram_index(app, client):
     db.session.execute(text("ANALYZE listings"))
     db.session.commit()
     needle = hashlib.md5(b"77777").hexdigest()[:10]  # noqa: S324  (test data, not security)
-
-    captured: list[tuple[str, object]] = []
-
-    def capture(conn, cursor, statement, parameters, context, executemany):
-        if "LIKE" in statement and "count(" not in statement:
-            captured.append((statement, parameters))
-
-    event.listen(db.engine, "before_cursor_execute", capture)
-    try:
-        response = client.get(f"/locations/big/businesses/search/{needle}")
-    finally:
-        event.remove(db.engine, "before_cursor_execute", capture)
-    assert [item["slug"] for item in response.get_json()["items"]] == ["b-77777"]
-    statement, parameters = captured[-1]
-    with db.engine.connect() as connection:
-        plan = connection.exec_driver_sql("EXPLAIN " + statement, parameters).scalars().all()
+    slugs, plan = search_and_plan(client, f"/locations/big/businesses/search/{needle}", "LIKE")
+    assert slugs == ["b-77777"]
     assert any("ix_listings_search_trgm" in line for line in plan), "\n".join(plan)
 
 
@@ -490,22 +496,9 @@ def test_search_on_sqlite_goes_through_the_fts5_trigram_index(app, client):
     location = make_location("big")
     for number in range(50):
         make_listing("business", location, f"b-{number}", name=f"Shop {number}")
-    captured: list[tuple[str, object]] = []
-
-    def capture(conn, cursor, statement, parameters, context, executemany):
-        if "MATCH" in statement and "count(" not in statement:
-            captured.append((statement, parameters))
-
-    event.listen(db.engine, "before_cursor_execute", capture)
-    try:
-        response = client.get("/locations/big/businesses/search/shop%2042")
-    finally:
-        event.remove(db.engine, "before_cursor_execute", capture)
-    assert [item["slug"] for item in response.get_json()["items"]] == ["b-42"]
-    statement, parameters = captured[-1]
-    with db.engine.connect() as connection:
-        plan = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters).all()
-    assert any("listings_fts VIRTUAL TABLE INDEX" in str(row) for row in plan), plan
+    slugs, plan = search_and_plan(client, "/locations/big/businesses/search/shop%2042", "MATCH")
+    assert slugs == ["b-42"]
+    assert any("listings_fts VIRTUAL TABLE INDEX" in line for line in plan), "\n".join(plan)
 
 
 def listed_total(client, kind, location="harbour", query=""):
