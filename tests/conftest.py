@@ -32,10 +32,10 @@ from sqlalchemy.engine import Engine
 from config import TestingConfig
 from directory_api import create_app
 from directory_api.extensions import db, limiter
-from directory_api.models import Location, Role, User
+from directory_api.models import Location, Membership, Role, User
 from directory_api.sessions import RedisSessions
 
-from .factories import PASSWORD, grant, make_location, make_user
+from .factories import PASSWORD, make_location, make_user
 
 PG_URL = TestingConfig.SQLALCHEMY_DATABASE_URI
 PROBLEM = "application/problem+json"
@@ -257,14 +257,23 @@ def world(locations: dict[str, Location], super_user, plain_user) -> dict:
     """
     here, there = list(locations.values())[:2]
     people: dict[str, User] = {"super": super_user, "plain": plain_user}
-    for name, address, location, role in [
+    staff = [
         ("owner", "owner@example.com", here, Role.OWNER),
         ("admin", "admin@example.com", here, Role.ADMIN),
         ("other_owner", f"{there.slug}-owner@example.com", there, Role.OWNER),
         ("other_admin", f"{there.slug}-admin@example.com", there, Role.ADMIN),
-    ]:
-        people[name] = make_user(address)
-        grant(people[name], location, role)
+    ]
+    # One transaction (and one hash): most tests of several modules start here.
+    password_hash = plain_user.password_hash
+    for name, address, _, _ in staff:
+        people[name] = User(email=address, password_hash=password_hash)
+    db.session.add_all(people.values())
+    db.session.flush()
+    db.session.add_all(
+        Membership(user_id=people[name].id, location_id=location.id, role=role)
+        for name, _, location, role in staff
+    )
+    db.session.commit()
     return {**locations, **people}
 
 
