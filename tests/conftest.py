@@ -20,6 +20,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 
 import pytest
 import sqlalchemy
@@ -32,7 +33,7 @@ from sqlalchemy.engine import Engine
 from config import TestingConfig
 from directory_api import create_app
 from directory_api.extensions import db, limiter
-from directory_api.models import Location, Membership, Role, User
+from directory_api.models import Location, Membership, Role, User, utcnow
 from directory_api.sessions import RedisSessions
 
 from .factories import PASSWORD, make_location, make_user
@@ -298,6 +299,23 @@ class Clients(dict):
 def clients(app: Flask, world: dict) -> Clients:
     """`clients["owner"]`, `clients["anonymous"]`…: one client per identity, by name."""
     return Clients(app, {name: it.email for name, it in world.items() if isinstance(it, User)})
+
+
+class Clock:
+    """A stand-in for the project's `utcnow`, stopped now and moved by hand.
+
+    Patch it in where the code under test reads the time:
+    `monkeypatch.setattr(credentials, "utcnow", clock)`.
+    """
+
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
 
 
 def pytest_report_header() -> list[str]:

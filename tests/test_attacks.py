@@ -6,7 +6,6 @@ says which tests elsewhere already catch the rest.
 import io
 import json
 import uuid
-from datetime import timedelta
 from types import SimpleNamespace
 from urllib.parse import urlencode
 
@@ -25,11 +24,11 @@ from directory_api.models import (
     User,
     Vote,
     VoteType,
-    utcnow,
 )
 
 from .conftest import (
     NEW_PASSWORD,
+    Clock,
     assert_problem,
     complete_reset,
     database_rows,
@@ -271,17 +270,6 @@ def test_a_reused_invitation_token_changes_nothing_and_signs_nobody_in(super_cli
 # --- 5. expiry on a shifted clock, and tampering ----------------------------------------------
 # test_me.py backdates rows; these move the clock the token code reads, so the lifetimes
 # themselves (1 hour, 7 days) are what is tested.
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = utcnow()
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, **delta) -> None:
-        self.now += timedelta(**delta)
 
 
 @pytest.fixture
