@@ -20,6 +20,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 
 import pytest
 import sqlalchemy
@@ -32,9 +33,10 @@ from sqlalchemy.engine import Engine
 from config import TestingConfig
 from directory_api import create_app
 from directory_api.extensions import db, limiter
+from directory_api.models import Location, Membership, Role, User, utcnow
 from directory_api.sessions import RedisSessions
 
-from .factories import PASSWORD, make_user
+from .factories import PASSWORD, make_location, make_user
 
 PG_URL = TestingConfig.SQLALCHEMY_DATABASE_URI
 PROBLEM = "application/problem+json"
@@ -234,6 +236,88 @@ def user_client(app: Flask, plain_user) -> FlaskClient:
     return signed_in(app, plain_user.email)
 
 
+@pytest.fixture
+def locations(app: Flask) -> dict[str, Location]:
+    """Where `world` happens: harbour first, then one other place.
+
+    A module whose tests need other details (a region, another second place) overrides this.
+    """
+    return {
+        "harbour": make_location("harbour", email="votes@harbour.example"),
+        "hill": make_location("hill", email="votes@hill.example"),
+    }
+
+
+@pytest.fixture
+def world(locations: dict[str, Location], super_user, plain_user) -> dict:
+    """`locations` and who is who there, by name.
+
+    owner@ and admin@example.com hold those roles at harbour; at the other place (say bay)
+    other_owner and other_admin are bay-owner@ and bay-admin@example.com. "super" and
+    "plain" hold no role anywhere.
+    """
+    here, there = list(locations.values())[:2]
+    people: dict[str, User] = {"super": super_user, "plain": plain_user}
+    staff = [
+        ("owner", "owner@example.com", here, Role.OWNER),
+        ("admin", "admin@example.com", here, Role.ADMIN),
+        ("other_owner", f"{there.slug}-owner@example.com", there, Role.OWNER),
+        ("other_admin", f"{there.slug}-admin@example.com", there, Role.ADMIN),
+    ]
+    # One transaction (and one hash): most tests of several modules start here.
+    password_hash = plain_user.password_hash
+    for name, address, _, _ in staff:
+        people[name] = User(email=address, password_hash=password_hash)
+    db.session.add_all(people.values())
+    db.session.flush()
+    db.session.add_all(
+        Membership(user_id=people[name].id, location_id=location.id, role=role)
+        for name, _, location, role in staff
+    )
+    db.session.commit()
+    return {**locations, **people}
+
+
+class Clients(dict):
+    """A client per identity of `world`, signed in the first time it is asked for."""
+
+    def __init__(self, app: Flask, emails: dict[str, str]) -> None:
+        super().__init__()
+        self.app = app
+        self.emails = emails
+
+    def __missing__(self, who: str) -> FlaskClient:
+        if who == "anonymous":
+            client = self.app.test_client()
+        else:
+            client = signed_in(self.app, self.emails[who])
+        self[who] = client
+        return client
+
+
+@pytest.fixture
+def clients(app: Flask, world: dict) -> Clients:
+    """`clients["owner"]`, `clients["anonymous"]`…: one client per identity, by name."""
+    return Clients(app, {name: it.email for name, it in world.items() if isinstance(it, User)})
+
+
+class Clock:
+    """A stand-in for the project's `utcnow`, stopped now and moved by hand.
+
+    Patch it in where the code under test reads the time:
+    `monkeypatch.setattr(credentials, "utcnow", clock)`.
+    """
+
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
 def pytest_report_header() -> list[str]:
     redis = "Redis (TEST_REDIS_URL)" if os.environ.get("TEST_REDIS_URL") else "files and memory"
     return [
@@ -340,6 +424,20 @@ def register(client: FlaskClient, user_id, token: str, password: str = NEW_PASSW
     return client.post(
         f"/me/register/{user_id}", json={"token": token, "password": password, **extra}
     )
+
+
+def start_reset(client: FlaskClient, email: str):
+    return client.post("/me/password-reset", json={"email": email})
+
+
+def reset_token(email: str) -> str:
+    """The token of the latest password-reset link queued to `email`."""
+    mails = [m for m in queued_mail(email) if "/password-reset/" in m.body]
+    return link_in(mails[-1].body, "/password-reset/")
+
+
+def complete_reset(client: FlaskClient, token: str, password: str = NEW_PASSWORD):
+    return client.post(f"/me/password-reset/{token}", json={"password": password})
 
 
 def link_in(text: str, path: str) -> str:

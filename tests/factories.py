@@ -51,6 +51,11 @@ def make_location(slug: str = "harbour", region: Region | None = None, **fields:
 
 
 def make_listing(kind: str, location: Location, slug: str, **fields: Any) -> Any:
+    return save(build_listing(kind, location, slug, **fields))
+
+
+def build_listing(kind: str, location: Location, slug: str, **fields: Any) -> Any:
+    """A listing not yet saved, for fixtures that write many rows in one commit."""
     model = Business if kind == "business" else Employer
     socials = fields.pop("socials", [])
     listing = model(location=location, slug=slug, name=fields.pop("name", slug.title()), **fields)
@@ -58,7 +63,7 @@ def make_listing(kind: str, location: Location, slug: str, **fields: Any) -> Any
         ListingSocial(social=social, url=url, position=position)
         for position, (social, url) in enumerate(socials)
     ]
-    return save(listing)
+    return listing
 
 
 def grant(user: User, location: Location, role: Role) -> Membership:

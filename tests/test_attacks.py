@@ -6,7 +6,6 @@ says which tests elsewhere already catch the rest.
 import io
 import json
 import uuid
-from datetime import timedelta
 from types import SimpleNamespace
 from urllib.parse import urlencode
 
@@ -25,19 +24,22 @@ from directory_api.models import (
     User,
     Vote,
     VoteType,
-    utcnow,
 )
 
 from .conftest import (
     NEW_PASSWORD,
+    Clock,
     assert_problem,
+    complete_reset,
     database_rows,
     invite,
     link_in,
     queued_mail,
     register,
+    reset_token,
     send_outbox,
     signed_in,
+    start_reset,
 )
 from .factories import PASSWORD, make_location, make_user
 
@@ -64,19 +66,6 @@ def login(client, email, password=PASSWORD, *, remember=False, **kwargs):
 def user(email: str) -> User:
     db.session.rollback()
     return User.query.filter_by(email=email).one()
-
-
-def start_reset(client, email: str):
-    return client.post("/me/password-reset", json={"email": email})
-
-
-def latest_reset_token(email: str) -> str:
-    mails = [m for m in queued_mail(email) if "/password-reset/" in m.body]
-    return link_in(mails[-1].body, "/password-reset/")
-
-
-def complete_reset(client, token: str, password: str = NEW_PASSWORD):
-    return client.post(f"/me/password-reset/{token}", json={"password": password})
 
 
 def can_sign_in(app, email: str, password: str) -> bool:
@@ -238,7 +227,7 @@ def test_password_reset_ends_a_remembered_session(app, client):
     remembered = app.test_client()
     assert login(remembered, "ann@example.com", remember=True).status_code == 200
     start_reset(client, "ann@example.com")
-    assert complete_reset(client, latest_reset_token("ann@example.com")).status_code == 204
+    assert complete_reset(client, reset_token("ann@example.com")).status_code == 204
     assert_problem(remembered.get("/me/"), 401)
 
 
@@ -249,7 +238,7 @@ def test_password_reset_ends_a_remembered_session(app, client):
 def test_a_reused_reset_token_changes_nothing(app, client):
     make_user("ann@example.com")
     start_reset(client, "ann@example.com")
-    token = latest_reset_token("ann@example.com")
+    token = reset_token("ann@example.com")
     assert complete_reset(client, token).status_code == 204
     before = database_rows()
     again = complete_reset(app.test_client(), token, THIRD_PASSWORD)
@@ -283,17 +272,6 @@ def test_a_reused_invitation_token_changes_nothing_and_signs_nobody_in(super_cli
 # themselves (1 hour, 7 days) are what is tested.
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = utcnow()
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, **delta) -> None:
-        self.now += timedelta(**delta)
-
-
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     """The project's own utcnow, frozen and moved by hand where tokens are issued and read."""
@@ -306,7 +284,7 @@ def clock(monkeypatch) -> Clock:
 def test_a_reset_token_lasts_one_hour(app, client, clock, minutes, status):
     make_user("ann@example.com")
     start_reset(client, "ann@example.com")
-    token = latest_reset_token("ann@example.com")
+    token = reset_token("ann@example.com")
     clock.advance(minutes=minutes)
     assert complete_reset(client, token).status_code == status
     assert can_sign_in(app, "ann@example.com", NEW_PASSWORD) is (status == 204)
@@ -353,7 +331,7 @@ MANGLES = [truncated, extended, flipped_first, swapped_case, stored_hash]
 def test_a_tampered_reset_token_is_404_and_leaves_the_real_one_working(app, client, mangle):
     make_user("ann@example.com")
     start_reset(client, "ann@example.com")
-    token = latest_reset_token("ann@example.com")
+    token = reset_token("ann@example.com")
     assert mangle(token) != token
     assert_problem(complete_reset(client, mangle(token)), 404)
     assert can_sign_in(app, "ann@example.com", PASSWORD)

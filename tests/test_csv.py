@@ -6,10 +6,12 @@ import io
 
 import pytest
 
+from directory_api.extensions import db
 from directory_api.models import Role
 
 from .conftest import assert_problem, signed_in
 from .factories import (
+    build_listing,
     grant,
     make_category,
     make_listing,
@@ -47,8 +49,8 @@ def harbour(app):
     food = make_category("food")
     cafes, bars = make_category("cafes", parent=food), make_category("bars", parent=food)
     instagram = make_social("instagram")
-    for number in range(130):
-        make_listing(
+    db.session.add_all(
+        build_listing(
             "business",
             location,
             f"b-{number:03}",
@@ -56,6 +58,9 @@ def harbour(app):
             subcategory=cafes if number % 2 else bars,
             socials=[(instagram, f"https://instagram.com/b{number}")] if number % 3 else [],
         )
+        for number in range(130)
+    )
+    db.session.commit()  # one commit for the lot: most tests here start from it
     make_listing("business", make_location("hill"), "elsewhere")
     return location
 

@@ -25,7 +25,7 @@ from directory_api.models import OutboxMessage, OutboxStatus, Region, User, utcn
 from directory_api.outbox import deliver_due, queue_mail, run_worker
 from directory_api.timeouts import unbounded
 
-from .conftest import PG_URL, PROBLEM, queued_mail, send_outbox, signed_in, smtp_settings
+from .conftest import PG_URL, PROBLEM, Clock, queued_mail, send_outbox, signed_in, smtp_settings
 from .factories import PASSWORD, make_user
 from .faults import RedisServer, SilentSMTP, TcpProxy, tcp_proxy
 from .test_outbox import queue
@@ -402,29 +402,32 @@ def test_a_send_ends_before_its_lease_so_no_second_worker_overlaps_it(app_factor
         MAIL_PORT=silent_smtp.port,
         MAIL_SUPPRESS_SEND=False,
         MAIL_TIMEOUT=30,
-        OUTBOX_LEASE_SECONDS=3,
+        OUTBOX_LEASE_SECONDS=2,  # the deadline falls at 1 s, a second before the lease ends
     )
     with slow.app_context():
         queue()
         report, elapsed = timed(deliver_due)
         assert (report.sent, report.failed) == (0, 1)
-        assert elapsed < 3.0  # ended (at 2 s) while the claim was still its own
+        assert elapsed < 2.0  # ended (at 1 s) while the claim was still its own
         [row] = queued_mail()
         assert row.status == OutboxStatus.PENDING and row.attempts == 1
 
 
 def test_a_claim_whose_worker_died_is_retried_after_its_lease_and_sent_once(
-    app_factory, smtp_server
+    app_factory, smtp_server, monkeypatch
 ):
     from directory_api import outbox
 
     catcher, port = smtp_server
     worker = app_factory(**smtp_settings(port), OUTBOX_LEASE_SECONDS=2)
+    clock = Clock()
+    monkeypatch.setattr(outbox, "utcnow", clock)  # the lease is read off the outbox's clock
     with worker.app_context():
         queue()
         assert outbox._claim_next() is not None  # a worker claims it, then dies
+        clock.advance(seconds=1.9)
         assert deliver_due().sent == 0  # still leased
-        time.sleep(2.1)
+        clock.advance(seconds=0.2)
         assert deliver_due().sent == 1
         assert deliver_due().sent == 0
         [row] = queued_mail()

@@ -21,7 +21,7 @@ from directory_api.idempotency import purge_expired_idempotency_keys
 from directory_api.models import IdempotencyRecord, OutboxMessage, Vote, utcnow
 
 from .conftest import PROBLEM, queued_mail
-from .factories import make_location, save
+from .factories import save
 from .test_votes import BASE, EXTRA, PERSONAL, SUCCESS, TYPES
 
 KEY = "3f0c2a4e-5b8d-4c1a-9e7f-0d6b2a8c4e1f"
@@ -30,14 +30,6 @@ HEADER = "Idempotency-Key"
 
 def body_for(vote_type: str, **changes) -> dict:
     return {**BASE, **EXTRA[vote_type], **changes}
-
-
-@pytest.fixture
-def world(app):
-    return {
-        "harbour": make_location("harbour", email="votes@harbour.example"),
-        "hill": make_location("hill", email="votes@hill.example"),
-    }
 
 
 def submit(client, vote_type: str, body=None, *, key: str | None = KEY, location="harbour", **kw):

@@ -1,15 +1,14 @@
 """/locations: public reads, super-only create/delete, owners change only the basics."""
 
 from datetime import UTC, datetime
-from types import SimpleNamespace
 
 import pytest
 
 from directory_api.extensions import db
-from directory_api.models import Location, Membership, Role, Vote
+from directory_api.models import Location, Membership, Vote
 
-from .conftest import PROBLEM, invite, register, signed_in
-from .factories import grant, make_listing, make_location, make_region, make_user, make_vote, save
+from .conftest import PROBLEM, invite, register
+from .factories import make_listing, make_location, make_region, make_vote, save
 
 FIELDS = {
     "id",
@@ -44,27 +43,24 @@ def stored(slug: str) -> Location | None:
 
 
 @pytest.fixture
-def scene(app):
-    """Harbour (region north, with details) and Bay; harbour's owner and admin, bay's owner."""
-    north = make_region("north")
-    harbour = make_location(
-        "harbour", region=north, name="Harbour", directory_location=True, **DETAILS
-    )
-    bay = make_location("bay", name="Bay")
-    users = {
-        "owner_here": make_user("owner@example.com"),
-        "admin_here": make_user("admin@example.com"),
-        "owner_elsewhere": make_user("bay-owner@example.com"),
-    }
-    grant(users["owner_here"], harbour, Role.OWNER)
-    grant(users["admin_here"], harbour, Role.ADMIN)
-    grant(users["owner_elsewhere"], bay, Role.OWNER)
-    return SimpleNamespace(north=north, harbour=harbour, bay=bay, users=users)
+def north(app):
+    return make_region("north")
 
 
 @pytest.fixture
-def owner_client(app, scene):
-    return signed_in(app, "owner@example.com")
+def locations(north):
+    """Harbour (region north, with details) and Bay, for the shared world."""
+    return {
+        "harbour": make_location(
+            "harbour", region=north, name="Harbour", directory_location=True, **DETAILS
+        ),
+        "bay": make_location("bay", name="Bay"),
+    }
+
+
+@pytest.fixture
+def owner_client(clients):
+    return clients["owner"]
 
 
 @pytest.fixture
@@ -80,13 +76,13 @@ def listed(app):
 # Reading
 
 
-def test_list_items_show_exactly_the_contract_fields(client, scene):
+def test_list_items_show_exactly_the_contract_fields(client, world):
     response = client.get("/locations/")
     assert response.status_code == 200
     items = {item["slug"]: item for item in response.get_json()["items"]}
     harbour, bay = items["harbour"], items["bay"]
     assert set(harbour) == FIELDS
-    assert harbour["id"] == str(scene.harbour.id)
+    assert harbour["id"] == str(world["harbour"].id)
     assert (harbour["name"], harbour["region"], harbour["directoryLocation"]) == (
         "Harbour",
         "north",
@@ -121,13 +117,17 @@ def test_filters(client, listed, query, expected):
     assert response.get_json()["total"] == len(expected)
 
 
-def test_get_by_slug_and_id(client, scene):
+def test_get_by_slug_and_id(client, world):
     by_slug = client.get("/locations/slug/harbour")
     assert by_slug.status_code == 200
     body = by_slug.get_json()
     assert set(body) == FIELDS
-    assert (body["id"], body["name"], body["region"]) == (str(scene.harbour.id), "Harbour", "north")
-    by_id = client.get(f"/locations/id/{scene.bay.id}")
+    assert (body["id"], body["name"], body["region"]) == (
+        str(world["harbour"].id),
+        "Harbour",
+        "north",
+    )
+    by_id = client.get(f"/locations/id/{world['bay'].id}")
     assert by_id.status_code == 200
     assert (by_id.get_json()["slug"], by_id.get_json()["region"]) == ("bay", None)
 
@@ -200,7 +200,7 @@ def test_invalid_contact_fields_are_all_reported_at_once(super_client, app):
 # Updating
 
 
-def test_owner_changes_the_descriptive_fields(owner_client, scene):
+def test_owner_changes_the_descriptive_fields(owner_client, world):
     change = {
         "name": "Old Harbour",
         "description": "Fish and ships.",
@@ -234,7 +234,7 @@ def test_owner_changes_the_descriptive_fields(owner_client, scene):
         ),
     ],
 )
-def test_owner_may_not_change_super_fields(owner_client, scene, extra, refused):
+def test_owner_may_not_change_super_fields(owner_client, north, extra, refused):
     before = owner_client.get("/locations/slug/harbour").get_json()
     response = owner_client.put("/locations/slug/harbour", json={"name": "Renamed", **extra})
     assert response.status_code == 403
@@ -247,14 +247,14 @@ def test_owner_may_not_change_super_fields(owner_client, scene, extra, refused):
     assert (row.slug, row.name, row.region_id, row.directory_location) == (
         "harbour",
         "Harbour",
-        scene.north.id,
+        north.id,
         True,
     )
     assert owner_client.get("/locations/slug/harbour").get_json() == before
     assert stored("new-harbour") is None
 
 
-def test_super_changes_everything_and_a_new_slug_renames(super_client, client, scene):
+def test_super_changes_everything_and_a_new_slug_renames(super_client, client, world):
     south = make_region("south")
     change = {
         "name": "New Harbour",
@@ -268,18 +268,18 @@ def test_super_changes_everything_and_a_new_slug_renames(super_client, client, s
     assert response.status_code == 200
     body = response.get_json()
     assert {key: body[key] for key in change} == change
-    assert body["id"] == str(scene.harbour.id)
+    assert body["id"] == str(world["harbour"].id)
     missing = client.get("/locations/slug/harbour")
     assert missing.status_code == 404
     assert missing.mimetype == PROBLEM
     assert client.get("/locations/slug/new-harbour").get_json()["name"] == "New Harbour"
     row = stored("new-harbour")
-    assert (row.id, row.region_id, row.directory_location) == (scene.harbour.id, south.id, False)
+    assert (row.id, row.region_id, row.directory_location) == (world["harbour"].id, south.id, False)
 
 
-def test_update_moves_updated_at_and_keeps_created_at(owner_client, scene):
-    scene.harbour.updated_at = datetime(2020, 1, 1, tzinfo=UTC)
-    save(scene.harbour)
+def test_update_moves_updated_at_and_keeps_created_at(owner_client, world):
+    world["harbour"].updated_at = datetime(2020, 1, 1, tzinfo=UTC)
+    save(world["harbour"])
     before = owner_client.get("/locations/slug/harbour").get_json()
     assert before["updatedAt"] == "2020-01-01T00:00:00.000Z"
     response = owner_client.put("/locations/slug/harbour", json={"name": "Old Harbour"})
@@ -290,29 +290,29 @@ def test_update_moves_updated_at_and_keeps_created_at(owner_client, scene):
     assert body["updatedAt"].endswith("Z")
 
 
-def test_super_clears_the_region_with_null(super_client, scene):
-    response = super_client.put("/locations/slug/harbour", json={"region": None})
+@pytest.mark.parametrize(
+    ("slug", "field", "value", "column"),
+    [
+        ("harbour", "region", None, "region_id"),
+        ("bay", "directoryLocation", True, "directory_location"),
+    ],
+)
+def test_super_sets_a_super_field(super_client, world, slug, field, value, column):
+    response = super_client.put(f"/locations/slug/{slug}", json={field: value})
     assert response.status_code == 200
-    assert response.get_json()["region"] is None
-    assert stored("harbour").region_id is None
+    assert response.get_json()[field] is value
+    assert getattr(stored(slug), column) is value
 
 
-def test_update_to_an_unknown_region_is_422(super_client, scene):
+def test_update_to_an_unknown_region_is_422(super_client, world, north):
     response = super_client.put("/locations/slug/harbour", json={"region": "nowhere"})
     assert response.status_code == 422
     assert response.mimetype == PROBLEM
     assert "region" in response.get_json()["errors"]
-    assert stored("harbour").region_id == scene.north.id
+    assert stored("harbour").region_id == north.id
 
 
-def test_super_sets_directory_location(super_client, scene):
-    response = super_client.put("/locations/slug/bay", json={"directoryLocation": True})
-    assert response.status_code == 200
-    assert response.get_json()["directoryLocation"] is True
-    assert stored("bay").directory_location is True
-
-
-def test_slug_cannot_be_cleared(super_client, scene):
+def test_slug_cannot_be_cleared(super_client, world):
     response = super_client.put("/locations/slug/harbour", json={"slug": None})
     assert response.status_code == 422
     assert response.mimetype == PROBLEM
@@ -320,7 +320,7 @@ def test_slug_cannot_be_cleared(super_client, scene):
     assert stored("harbour") is not None
 
 
-def test_partial_update_keeps_the_other_fields(owner_client, scene):
+def test_partial_update_keeps_the_other_fields(owner_client, world):
     response = owner_client.put("/locations/slug/harbour", json={"phone": "+1 555 0100"})
     assert response.status_code == 200
     body = response.get_json()
@@ -331,7 +331,7 @@ def test_partial_update_keeps_the_other_fields(owner_client, scene):
     }
 
 
-def test_empty_update_changes_nothing(super_client, scene):
+def test_empty_update_changes_nothing(super_client, world):
     before = super_client.get("/locations/slug/harbour").get_json()
     response = super_client.put("/locations/slug/harbour", json={})
     assert response.status_code == 200
@@ -341,7 +341,7 @@ def test_empty_update_changes_nothing(super_client, scene):
 
 
 @pytest.mark.parametrize("empty", [None, "", "   "])
-def test_optional_fields_are_cleared_with_null_or_empty(owner_client, scene, empty):
+def test_optional_fields_are_cleared_with_null_or_empty(owner_client, world, empty):
     response = owner_client.put("/locations/slug/harbour", json=dict.fromkeys(DETAILS, empty))
     assert response.status_code == 200
     body = response.get_json()
@@ -352,7 +352,7 @@ def test_optional_fields_are_cleared_with_null_or_empty(owner_client, scene, emp
 
 
 @pytest.mark.parametrize("name", [None, "", "  "])
-def test_name_cannot_be_cleared(super_client, scene, name):
+def test_name_cannot_be_cleared(super_client, world, name):
     response = super_client.put("/locations/slug/harbour", json={"name": name})
     assert response.status_code == 422
     assert response.mimetype == PROBLEM
@@ -360,7 +360,7 @@ def test_name_cannot_be_cleared(super_client, scene, name):
     assert stored("harbour").name == "Harbour"
 
 
-def test_update_validation_reports_every_field(owner_client, scene):
+def test_update_validation_reports_every_field(owner_client, world):
     response = owner_client.put(
         "/locations/slug/harbour",
         json={"email": "nope", "website": "not a url", "phone": "abc", "colour": "red"},
@@ -371,7 +371,7 @@ def test_update_validation_reports_every_field(owner_client, scene):
     assert stored("harbour").email == DETAILS["email"]
 
 
-def test_update_unknown_or_non_slug_location_is_404(super_client, scene):
+def test_update_unknown_or_non_slug_location_is_404(super_client, world):
     for path in ("/locations/slug/nowhere", "/locations/slug/UPPER"):
         response = super_client.put(path, json={"name": "X"})
         assert response.status_code == 404, path
@@ -381,9 +381,9 @@ def test_update_unknown_or_non_slug_location_is_404(super_client, scene):
 # Deleting
 
 
-def test_super_deletes_an_empty_location_and_its_memberships(super_client, app, scene):
-    bay_id, harbour_id = scene.bay.id, scene.harbour.id
-    former_owner = signed_in(app, "bay-owner@example.com")
+def test_super_deletes_an_empty_location_and_its_memberships(super_client, clients, world):
+    bay_id, harbour_id = world["bay"].id, world["harbour"].id
+    former_owner = clients["other_owner"]
     assert former_owner.get("/me/").get_json()["roles"] == [{"location": "bay", "role": "owner"}]
     response = super_client.delete("/locations/slug/bay")
     assert response.status_code == 204
@@ -399,7 +399,7 @@ def test_super_deletes_an_empty_location_and_its_memberships(super_client, app, 
     assert gone.status_code == 404
 
 
-def test_delete_unknown_location_is_404(super_client, scene):
+def test_delete_unknown_location_is_404(super_client, world):
     for path in ("/locations/slug/nowhere", "/locations/slug/UPPER"):
         response = super_client.delete(path)
         assert response.status_code == 404, path
@@ -422,12 +422,12 @@ def add_vote(location: Location) -> Vote:
         ),
     ],
 )
-def test_delete_location_in_use_is_409_naming_the_users(super_client, scene, uses, used_by):
+def test_delete_location_in_use_is_409_naming_the_users(super_client, world, uses, used_by):
     for number, use in enumerate(uses):
         if use == "vote":
-            add_vote(scene.bay)
+            add_vote(world["bay"])
         else:
-            make_listing(use, scene.bay, f"listing-{number}")
+            make_listing(use, world["bay"], f"listing-{number}")
     response = super_client.delete("/locations/slug/bay")
     assert response.status_code == 409
     assert response.mimetype == PROBLEM
@@ -436,7 +436,7 @@ def test_delete_location_in_use_is_409_naming_the_users(super_client, scene, use
     for label in used_by:
         assert label in body["detail"]
     assert stored("bay") is not None
-    assert Membership.query.filter_by(location_id=scene.bay.id).count() == 1
+    assert Membership.query.filter_by(location_id=world["bay"].id).count() == 2
 
 
 def test_deleting_a_location_voids_invitations_it_alone_gave(super_client, app):

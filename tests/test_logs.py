@@ -107,7 +107,7 @@ def test_control_characters_in_a_path_never_start_a_second_line(client, app, cap
 
 
 def test_a_request_with_a_valid_reset_token_is_logged_redacted(client, app, caplog):
-    from .test_me import reset_token, start_reset
+    from .conftest import reset_token, start_reset
 
     make_user("ann@example.com")
     start_reset(client, "ann@example.com")

@@ -8,10 +8,17 @@ import pytest
 from directory_api.extensions import db
 from directory_api.models import Membership, Role, RoleGrant, Token, TokenPurpose, User, utcnow
 
-from .conftest import link_in, queued_mail, send_outbox, signed_in
+from .conftest import (
+    NEW_PASSWORD,
+    complete_reset,
+    link_in,
+    queued_mail,
+    reset_token,
+    send_outbox,
+    signed_in,
+    start_reset,
+)
 from .factories import PASSWORD, grant, make_location, make_user
-
-NEW_PASSWORD = "a brand new passphrase"
 
 
 def invite_owner(super_client, email="owner@example.com"):
@@ -30,15 +37,6 @@ def register(client, user_id, token, password=NEW_PASSWORD, **extra):
     return client.post(
         f"/me/register/{user_id}", json={"token": token, "password": password, **extra}
     )
-
-
-def start_reset(client, email):
-    return client.post("/me/password-reset", json={"email": email})
-
-
-def reset_token(email) -> str:
-    mails = [m for m in queued_mail(email) if "/password-reset/" in m.body]
-    return link_in(mails[-1].body, "/password-reset/")
 
 
 # Registration
@@ -151,7 +149,7 @@ def test_password_reset_through_real_smtp(mail_app, mailbox):
     [message] = mailbox.to("ann@example.com")
     token = link_in(message.get_content(), "http://localhost:3000/password-reset/")
 
-    response = client.post(f"/me/password-reset/{token}", json={"password": NEW_PASSWORD})
+    response = complete_reset(client, token)
     assert response.status_code == 204
     assert client.get("/me/").status_code == 401  # a reset does not sign in
     assert other_session.get("/me/").status_code == 401  # and it ends every session
@@ -179,11 +177,8 @@ def test_a_reset_token_works_once_and_for_one_hour(client, app):
     make_user("ann@example.com")
     start_reset(client, "ann@example.com")
     token = reset_token("ann@example.com")
-    assert (
-        client.post(f"/me/password-reset/{token}", json={"password": NEW_PASSWORD}).status_code
-        == 204
-    )
-    again = client.post(f"/me/password-reset/{token}", json={"password": "yet another passphrase"})
+    assert complete_reset(client, token).status_code == 204
+    again = complete_reset(client, token, "yet another passphrase")
     assert again.status_code == 404
 
     start_reset(client, "ann@example.com")
@@ -192,10 +187,7 @@ def test_a_reset_token_works_once_and_for_one_hour(client, app):
         {"expires_at": utcnow() - timedelta(seconds=1)}
     )
     db.session.commit()
-    assert (
-        client.post(f"/me/password-reset/{token}", json={"password": NEW_PASSWORD}).status_code
-        == 404
-    )
+    assert complete_reset(client, token).status_code == 404
 
 
 def test_a_newer_reset_request_voids_the_older_link(client, app):
@@ -204,14 +196,8 @@ def test_a_newer_reset_request_voids_the_older_link(client, app):
     first = reset_token("ann@example.com")
     start_reset(client, "ann@example.com")
     second = reset_token("ann@example.com")
-    assert (
-        client.post(f"/me/password-reset/{first}", json={"password": NEW_PASSWORD}).status_code
-        == 404
-    )
-    assert (
-        client.post(f"/me/password-reset/{second}", json={"password": NEW_PASSWORD}).status_code
-        == 204
-    )
+    assert complete_reset(client, first).status_code == 404
+    assert complete_reset(client, second).status_code == 204
 
 
 def test_a_password_change_voids_reset_links(client, app):
@@ -223,24 +209,16 @@ def test_a_password_change_voids_reset_links(client, app):
         "/me/password-update", json={"currentPassword": PASSWORD, "newPassword": NEW_PASSWORD}
     )
     assert changed.status_code == 204
-    assert (
-        client.post(
-            f"/me/password-reset/{token}", json={"password": "third passphrase!"}
-        ).status_code
-        == 404
-    )
+    assert complete_reset(client, token, "third passphrase!").status_code == 404
 
 
 def test_reset_completion_checks_the_password(client, app):
     make_user("ann@example.com")
     start_reset(client, "ann@example.com")
     token = reset_token("ann@example.com")
-    refused = client.post(f"/me/password-reset/{token}", json={"password": "ann@example.com"})
+    refused = complete_reset(client, token, "ann@example.com")
     assert refused.status_code == 422
-    assert (
-        client.post(f"/me/password-reset/{token}", json={"password": NEW_PASSWORD}).status_code
-        == 204
-    )
+    assert complete_reset(client, token).status_code == 204
 
 
 def test_reset_start_is_rate_limited(app_factory):

@@ -1,7 +1,6 @@
 """/locations/:slug/owners and …/admins: supers manage owners, owners (and supers) admins."""
 
 import uuid
-from types import SimpleNamespace
 
 import pytest
 
@@ -28,21 +27,12 @@ ENDPOINTS = {
 
 
 @pytest.fixture
-def scene(app):
-    """Harbour and Bay, a super, a plain user, harbour's owner and admin, bay's owner."""
-    harbour = make_location("harbour", name="Harbour")
-    bay = make_location("bay", name="Bay")
-    users = {
-        "super": make_user("super@example.com", is_super=True),
-        "plain": make_user("plain@example.com"),
-        "owner_here": make_user("owner@example.com"),
-        "admin_here": make_user("admin@example.com"),
-        "owner_elsewhere": make_user("bay-owner@example.com"),
+def locations(app):
+    """Harbour and Bay, for the shared world."""
+    return {
+        "harbour": make_location("harbour", name="Harbour"),
+        "bay": make_location("bay", name="Bay"),
     }
-    grant(users["owner_here"], harbour, Role.OWNER)
-    grant(users["admin_here"], harbour, Role.ADMIN)
-    grant(users["owner_elsewhere"], bay, Role.OWNER)
-    return SimpleNamespace(harbour=harbour, bay=bay, users=users)
 
 
 def member(email: str, location, role: str, **fields) -> User:
@@ -55,10 +45,6 @@ def call(client, role: str, endpoint: str, user_id, slug: str = "harbour"):
     method, suffix, body, _ = ENDPOINTS[endpoint]
     path = f"/locations/{slug}/{role}s" + suffix.format(id=user_id)
     return client.open(path, method=method, json=body)
-
-
-def client_for(app, scene, caller: str):
-    return signed_in(app, scene.users[caller].email)
 
 
 def role_at(user_id, location) -> str | None:
@@ -95,17 +81,17 @@ def assert_nothing_changed(target: User, role: str, location) -> None:
 # Who may call what (every 401 and 403, and that a refused call changes nothing) is
 # test_role_matrix.py's; these are the callers that succeed.
 
-ALLOWED = [("owner", "super"), ("admin", "super"), ("admin", "owner_here")]
+ALLOWED = [("owner", "super"), ("admin", "super"), ("admin", "owner")]
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 @pytest.mark.parametrize("role", ROLES)
-def test_unknown_location_is_404(app, scene, role, endpoint):
-    target = member("target@example.com", scene.harbour, role, name="Target")
-    response = call(client_for(app, scene, "super"), role, endpoint, target.id, slug="nowhere")
+def test_unknown_location_is_404(world, clients, role, endpoint):
+    target = member("target@example.com", world["harbour"], role, name="Target")
+    response = call(clients["super"], role, endpoint, target.id, slug="nowhere")
     assert response.status_code == 404
     assert response.mimetype == PROBLEM
-    assert_nothing_changed(target, role, scene.harbour)
+    assert_nothing_changed(target, role, world["harbour"])
 
 
 # --- one member -----------------------------------------------------------------------------
@@ -116,19 +102,17 @@ def test_unknown_location_is_404(app, scene, role, endpoint):
     ("role", "who"),
     [
         ("owner", "plain"),  # holds no role at all
-        ("owner", "admin_here"),  # holds the other role here
-        ("owner", "owner_elsewhere"),  # holds this role at another location
+        ("owner", "admin"),  # holds the other role here
+        ("owner", "other_owner"),  # holds this role at another location
         ("admin", "plain"),
-        ("admin", "owner_here"),
-        ("admin", "admin_elsewhere"),
+        ("admin", "owner"),
+        ("admin", "other_admin"),
     ],
 )
-def test_a_user_without_that_role_here_is_404(app, scene, role, who, endpoint):
-    member("bay-admin@example.com", scene.bay, "admin", name="Bay Admin")
-    users = {**scene.users, "admin_elsewhere": user_by_email("bay-admin@example.com")}
-    user = users[who]
+def test_a_user_without_that_role_here_is_404(world, clients, role, who, endpoint):
+    user = world[who]
     before = {(m.location_id, m.role) for m in user.memberships}
-    response = call(client_for(app, scene, "super"), role, endpoint, user.id)
+    response = call(clients["super"], role, endpoint, user.id)
     assert response.status_code == 404
     assert response.mimetype == PROBLEM
     user = user_by_email(user.email)
@@ -138,16 +122,16 @@ def test_a_user_without_that_role_here_is_404(app, scene, role, who, endpoint):
 
 @pytest.mark.parametrize("user_id", [str(uuid.uuid4()), "123", "not-a-uuid"])
 @pytest.mark.parametrize("role", ROLES)
-def test_unknown_or_malformed_id_is_404(app, scene, role, user_id):
-    response = signed_in(app, "super@example.com").get(f"/locations/harbour/{role}s/id/{user_id}")
+def test_unknown_or_malformed_id_is_404(clients, role, user_id):
+    response = clients["super"].get(f"/locations/harbour/{role}s/id/{user_id}")
     assert response.status_code == 404
     assert response.mimetype == PROBLEM
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_get_one_member_with_this_locations_role(app, scene, role):
-    target = member("target@example.com", scene.harbour, role, name="Target")
-    response = signed_in(app, "super@example.com").get(f"/locations/harbour/{role}s/id/{target.id}")
+def test_get_one_member_with_this_locations_role(world, clients, role):
+    target = member("target@example.com", world["harbour"], role, name="Target")
+    response = clients["super"].get(f"/locations/harbour/{role}s/id/{target.id}")
     assert response.status_code == 200
     body = response.get_json()
     assert body["id"] == str(target.id)
@@ -164,11 +148,11 @@ def test_get_one_member_with_this_locations_role(app, scene, role):
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_list_shows_this_locations_members_sorted_by_email_and_paged(app, scene, role):
+def test_list_shows_this_locations_members_sorted_by_email_and_paged(world, clients, role):
     for email in ("zed@example.com", "amy@example.com", "max@example.com"):
-        member(email, scene.harbour, role)
-    member("bay@example.com", scene.bay, role)  # same role, other location
-    client = signed_in(app, "super@example.com")
+        member(email, world["harbour"], role)
+    member("bay@example.com", world["bay"], role)  # same role, other location
+    client = clients["super"]
     response = client.get(f"/locations/harbour/{role}s/?perPage=2")
     assert response.status_code == 200
     body = response.get_json()
@@ -184,8 +168,8 @@ def test_list_shows_this_locations_members_sorted_by_email_and_paged(app, scene,
         assert item["roles"] == [{"location": "harbour", "role": role}]
 
 
-def test_owner_lists_admins_of_their_location(app, scene):
-    response = signed_in(app, "owner@example.com").get("/locations/harbour/admins/")
+def test_owner_lists_admins_of_their_location(clients):
+    response = clients["owner"].get("/locations/harbour/admins/")
     assert response.status_code == 200
     assert [u["email"] for u in response.get_json()["items"]] == ["admin@example.com"]
 
@@ -193,10 +177,10 @@ def test_owner_lists_admins_of_their_location(app, scene):
 # --- roles seen through a location ----------------------------------------------------------
 
 
-def test_roles_seen_through_a_location_show_only_that_location(app, scene):
-    twice = member("twice@example.com", scene.harbour, "admin")
-    grant(twice, scene.bay, Role.ADMIN)
-    client = signed_in(app, "super@example.com")
+def test_roles_seen_through_a_location_show_only_that_location(world, clients):
+    twice = member("twice@example.com", world["harbour"], "admin")
+    grant(twice, world["bay"], Role.ADMIN)
+    client = clients["super"]
     one = client.get(f"/locations/harbour/admins/id/{twice.id}").get_json()
     assert one["roles"] == [{"location": "harbour", "role": "admin"}]
     other = client.get(f"/locations/bay/admins/id/{twice.id}").get_json()
@@ -207,17 +191,17 @@ def test_roles_seen_through_a_location_show_only_that_location(app, scene):
     ]
 
 
-def test_an_owner_does_not_see_a_members_roles_elsewhere(app, scene):
-    twice = member("twice@example.com", scene.harbour, "admin")
-    grant(twice, scene.bay, Role.OWNER)
-    response = signed_in(app, "owner@example.com").get(f"/locations/harbour/admins/id/{twice.id}")
+def test_an_owner_does_not_see_a_members_roles_elsewhere(world, clients):
+    twice = member("twice@example.com", world["harbour"], "admin")
+    grant(twice, world["bay"], Role.OWNER)
+    response = clients["owner"].get(f"/locations/harbour/admins/id/{twice.id}")
     assert response.status_code == 200
     assert "bay" not in response.get_data(as_text=True)
 
 
-def test_me_shows_every_role_of_the_user(app, scene):
-    twice = member("twice@example.com", scene.harbour, "admin")
-    grant(twice, scene.bay, Role.ADMIN)
+def test_me_shows_every_role_of_the_user(app, world):
+    twice = member("twice@example.com", world["harbour"], "admin")
+    grant(twice, world["bay"], Role.ADMIN)
     roles = signed_in(app, "twice@example.com").get("/me/").get_json()["roles"]
     assert roles == [
         {"location": "bay", "role": "admin"},
@@ -229,8 +213,8 @@ def test_me_shows_every_role_of_the_user(app, scene):
 
 
 @pytest.mark.parametrize(("role", "caller"), ALLOWED)
-def test_invite_unknown_email_creates_an_invited_member(app, scene, role, caller):
-    response = client_for(app, scene, caller).post(
+def test_invite_unknown_email_creates_an_invited_member(world, clients, role, caller):
+    response = clients[caller].post(
         f"/locations/harbour/{role}s/", json={"email": "New@Example.com", "name": "Nia"}
     )
     assert response.status_code == 201
@@ -242,13 +226,13 @@ def test_invite_unknown_email_creates_an_invited_member(app, scene, role, caller
     user = user_by_email("new@example.com")
     assert str(user.id) == body["id"]
     assert user.password_hash is None
-    assert role_at(user.id, scene.harbour) == role
+    assert role_at(user.id, world["harbour"]) == role
     assert Membership.query.filter_by(user_id=user.id).count() == 1
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_invitation_mail_links_to_register_with_the_user_id(app, scene, role):
-    response = client_for(app, scene, "super").post(
+def test_invitation_mail_links_to_register_with_the_user_id(clients, role):
+    response = clients["super"].post(
         f"/locations/harbour/{role}s/", json={"email": "new@example.com"}
     )
     [mail] = queued_mail("new@example.com")
@@ -261,12 +245,14 @@ def test_invitation_mail_links_to_register_with_the_user_id(app, scene, role):
 
 
 @pytest.mark.parametrize(("role", "caller"), ALLOWED)
-def test_invite_existing_active_user_offers_the_role_until_they_accept(app, scene, role, caller):
+def test_invite_existing_active_user_offers_the_role_until_they_accept(
+    app, world, clients, role, caller
+):
     ann = make_user("ann@example.com", name="Ann", phone="+44 1")
-    grant(ann, scene.bay, Role.ADMIN)
-    hidden = make_vote(scene.harbour)  # inactive: only those with access see it
+    grant(ann, world["bay"], Role.ADMIN)
+    hidden = make_vote(world["harbour"])  # inactive: only those with access see it
     ann_client = signed_in(app, "ann@example.com")
-    inviter = client_for(app, scene, caller)
+    inviter = clients[caller]
     response = inviter.post(
         f"/locations/harbour/{role}s/", json={"email": "ANN@example.com", "name": "Not Ann"}
     )
@@ -279,7 +265,7 @@ def test_invite_existing_active_user_offers_the_role_until_they_accept(app, scen
     }
     assert "Location" not in response.headers  # nothing to point at until accepted
     # A pending grant is not a role: not held, not listed, no access.
-    assert role_at(ann.id, scene.harbour) is None
+    assert role_at(ann.id, world["harbour"]) is None
     assert user_by_email("ann@example.com").name == "Ann"
     listed = inviter.get(f"/locations/harbour/{role}s/").get_json()["items"]
     assert "ann@example.com" not in [u["email"] for u in listed]
@@ -300,76 +286,77 @@ def test_invite_existing_active_user_offers_the_role_until_they_accept(app, scen
         {"location": "bay", "role": "admin"},
         {"location": "harbour", "role": role},
     ]
-    assert role_at(ann.id, scene.harbour) == role
+    assert role_at(ann.id, world["harbour"]) == role
     assert ann_client.get(f"/locations/harbour/votes/id/{hidden.id}").status_code == 200
     listed = inviter.get(f"/locations/harbour/{role}s/").get_json()["items"]
     assert "ann@example.com" in [u["email"] for u in listed]
     assert User.query.filter_by(email="ann@example.com").count() == 1
 
 
-def test_invite_existing_admin_as_owner_promotes_them_once_they_accept(app, scene):
-    admin = scene.users["admin_here"]
-    client = client_for(app, scene, "super")
+def test_invite_existing_admin_as_owner_promotes_them_once_they_accept(world, clients):
+    admin = world["admin"]
+    client = clients["super"]
     response = client.post("/locations/harbour/owners/", json={"email": "admin@example.com"})
     assert response.status_code == 201
     assert set(response.get_json()) == {"id", "email", "status"}
-    assert role_at(admin.id, scene.harbour) == "admin"  # still only an admin
+    assert role_at(admin.id, world["harbour"]) == "admin"  # still only an admin
     assert client.get(f"/locations/harbour/owners/id/{admin.id}").status_code == 404
     [mail] = queued_mail("admin@example.com")
     assert mail.subject == OFFER_SUBJECT
     token = link_in(mail.body, "/roles/accept/")
-    accepted = client_for(app, scene, "admin_here").post(f"/me/roles/accept/{token}")
+    accepted = clients["admin"].post(f"/me/roles/accept/{token}")
     assert accepted.status_code == 200
     assert accepted.get_json()["roles"] == [{"location": "harbour", "role": "owner"}]
     assert Membership.query.filter_by(user_id=admin.id).count() == 1
-    assert role_at(admin.id, scene.harbour) == "owner"
+    assert role_at(admin.id, world["harbour"]) == "owner"
     # No longer listed as an admin, now listed as an owner.
     assert client.get(f"/locations/harbour/admins/id/{admin.id}").status_code == 404
     assert client.get(f"/locations/harbour/owners/id/{admin.id}").status_code == 200
 
 
-@pytest.mark.parametrize("caller", ["super", "owner_here"])
-def test_invite_existing_owner_as_admin_is_409(app, scene, caller):
-    owner = member("co-owner@example.com", scene.harbour, "owner")
-    response = client_for(app, scene, caller).post(
-        "/locations/harbour/admins/", json={"email": "co-owner@example.com"}
+@pytest.mark.parametrize(
+    ("held", "offered", "caller"),
+    [
+        ("owner", "admin", "super"),  # an owner is never demoted by an invitation
+        ("owner", "admin", "owner"),
+        ("owner", "owner", "super"),  # already holds the role
+        ("admin", "admin", "super"),
+    ],
+)
+def test_inviting_someone_who_holds_that_role_or_a_higher_one_is_409(
+    world, clients, held, offered, caller
+):
+    holder = member("holder@example.com", world["harbour"], held)
+    response = clients[caller].post(
+        f"/locations/harbour/{offered}s/", json={"email": "holder@example.com"}
     )
     assert response.status_code == 409
     assert response.mimetype == PROBLEM
-    assert role_at(owner.id, scene.harbour) == "owner"
-    assert queued_mail() == []
-
-
-@pytest.mark.parametrize("role", ROLES)
-def test_invite_active_user_who_already_holds_the_role_is_409(app, scene, role):
-    holder = member("holder@example.com", scene.harbour, role)
-    response = client_for(app, scene, "super").post(
-        f"/locations/harbour/{role}s/", json={"email": "holder@example.com"}
-    )
-    assert response.status_code == 409
-    assert response.mimetype == PROBLEM
+    assert role_at(holder.id, world["harbour"]) == held
     assert Membership.query.filter_by(user_id=holder.id).count() == 1
     assert queued_mail() == []
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_invite_member_of_another_location_adds_a_second_role_once_accepted(app, scene, role):
-    holder = member("holder@example.com", scene.bay, role)
-    response = client_for(app, scene, "super").post(
+def test_invite_member_of_another_location_adds_a_second_role_once_accepted(
+    app, world, clients, role
+):
+    holder = member("holder@example.com", world["bay"], role)
+    response = clients["super"].post(
         f"/locations/harbour/{role}s/", json={"email": "holder@example.com"}
     )
     assert response.status_code == 201
     assert "bay" not in response.get_data(as_text=True)
-    assert (role_at(holder.id, scene.bay), role_at(holder.id, scene.harbour)) == (role, None)
+    assert (role_at(holder.id, world["bay"]), role_at(holder.id, world["harbour"])) == (role, None)
     token = link_in(queued_mail("holder@example.com")[0].body, "/roles/accept/")
     accepted = signed_in(app, "holder@example.com").post(f"/me/roles/accept/{token}")
     assert accepted.status_code == 200
-    assert (role_at(holder.id, scene.bay), role_at(holder.id, scene.harbour)) == (role, role)
+    assert (role_at(holder.id, world["bay"]), role_at(holder.id, world["harbour"])) == (role, role)
 
 
-def test_reinviting_an_active_user_replaces_the_offer(app, scene):
+def test_reinviting_an_active_user_replaces_the_offer(app, clients):
     make_user("ann@example.com")
-    owner = client_for(app, scene, "owner_here")
+    owner = clients["owner"]
     for _ in range(2):
         response = owner.post("/locations/harbour/admins/", json={"email": "ann@example.com"})
         assert response.status_code == 201
@@ -382,9 +369,9 @@ def test_reinviting_an_active_user_replaces_the_offer(app, scene):
     assert ann.get("/me/").get_json()["roles"] == [{"location": "harbour", "role": "admin"}]
 
 
-def test_offers_for_other_places_wait_side_by_side(app, scene):
+def test_offers_for_other_places_wait_side_by_side(app, world, clients):
     ann = make_user("ann@example.com")
-    boss = client_for(app, scene, "super")
+    boss = clients["super"]
     assert (
         boss.post("/locations/harbour/admins/", json={"email": "ann@example.com"}).status_code
         == 201
@@ -393,24 +380,24 @@ def test_offers_for_other_places_wait_side_by_side(app, scene):
     tokens = [link_in(mail.body, "/roles/accept/") for mail in queued_mail("ann@example.com")]
     ann_client = signed_in(app, "ann@example.com")
     assert [ann_client.post(f"/me/roles/accept/{t}").status_code for t in tokens] == [200, 200]
-    assert (role_at(ann.id, scene.harbour), role_at(ann.id, scene.bay)) == ("admin", "owner")
+    assert (role_at(ann.id, world["harbour"]), role_at(ann.id, world["bay"])) == ("admin", "owner")
 
 
-def test_an_invited_account_is_offered_a_new_role_too_and_shown_to_nobody(app, scene):
+def test_an_invited_account_is_offered_a_new_role_too_and_shown_to_nobody(app, world, clients):
     """Not registered yet, it is still an account: another inviter gets an offer pending
     its consent, learns nothing about it, and cannot read it through the role."""
-    boss = client_for(app, scene, "super")
+    boss = clients["super"]
     first = boss.post("/locations/bay/owners/", json={"email": "new@example.com", "name": "Nia"})
     assert first.status_code == 201
     user_id = first.get_json()["id"]
-    owner = client_for(app, scene, "owner_here")
+    owner = clients["owner"]
     response = owner.post(
         "/locations/harbour/admins/", json={"email": "new@example.com", "name": "Other"}
     )
     assert response.status_code == 201
     assert response.get_json() == {"id": user_id, "email": "new@example.com", "status": "invited"}
     assert "Location" not in response.headers
-    assert role_at(uuid.UUID(user_id), scene.harbour) is None
+    assert role_at(uuid.UUID(user_id), world["harbour"]) is None
     assert owner.get(f"/locations/harbour/admins/id/{user_id}").status_code == 404
     assert user_by_email("new@example.com").name == "Nia"
     assert [m.subject for m in queued_mail("new@example.com")] == [
@@ -432,8 +419,8 @@ def test_an_invited_account_is_offered_a_new_role_too_and_shown_to_nobody(app, s
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_reinviting_an_invited_member_sends_a_new_link_and_voids_the_old(app, scene, role):
-    client = client_for(app, scene, "super")
+def test_reinviting_an_invited_member_sends_a_new_link_and_voids_the_old(app, clients, role):
+    client = clients["super"]
     client.post(f"/locations/harbour/{role}s/", json={"email": "new@example.com"})
     user_id, old_token = invitation_link("new@example.com")
     again = client.post(f"/locations/harbour/{role}s/", json={"email": "new@example.com"})
@@ -463,8 +450,8 @@ def test_reinviting_an_invited_member_sends_a_new_link_and_voids_the_old(app, sc
     ],
 )
 @pytest.mark.parametrize("role", ROLES)
-def test_invite_validation_is_422_naming_the_field(app, scene, role, body, field):
-    response = client_for(app, scene, "super").post(f"/locations/harbour/{role}s/", json=body)
+def test_invite_validation_is_422_naming_the_field(clients, role, body, field):
+    response = clients["super"].post(f"/locations/harbour/{role}s/", json=body)
     assert response.status_code == 422
     assert response.mimetype == PROBLEM
     assert field in response.get_json()["errors"]
@@ -476,9 +463,9 @@ def test_invite_validation_is_422_naming_the_field(app, scene, role, body, field
 
 
 @pytest.mark.parametrize(("role", "caller"), ALLOWED)
-def test_update_changes_name_and_phone(app, scene, role, caller):
-    target = member("target@example.com", scene.harbour, role, name="Target")
-    response = client_for(app, scene, caller).put(
+def test_update_changes_name_and_phone(world, clients, role, caller):
+    target = member("target@example.com", world["harbour"], role, name="Target")
+    response = clients[caller].put(
         f"/locations/harbour/{role}s/id/{target.id}",
         json={"name": " Tia ", "phone": "+41 44 123 45 67"},
     )
@@ -501,11 +488,9 @@ def test_update_changes_name_and_phone(app, scene, role, caller):
     ],
 )
 @pytest.mark.parametrize("role", ROLES)
-def test_update_validation_is_422_naming_the_field(app, scene, role, body, field, hint):
-    target = member("target@example.com", scene.harbour, role, name="Target")
-    response = client_for(app, scene, "super").put(
-        f"/locations/harbour/{role}s/id/{target.id}", json=body
-    )
+def test_update_validation_is_422_naming_the_field(world, clients, role, body, field, hint):
+    target = member("target@example.com", world["harbour"], role, name="Target")
+    response = clients["super"].put(f"/locations/harbour/{role}s/id/{target.id}", json=body)
     assert response.status_code == 422
     assert response.mimetype == PROBLEM
     messages = response.get_json()["errors"][field]
@@ -520,42 +505,42 @@ def rename_admin(client, target: User):
 
 
 @pytest.mark.parametrize("role_elsewhere", ROLES)
-def test_an_owner_may_not_edit_an_admin_who_has_a_role_elsewhere(app, scene, role_elsewhere):
-    target = member("target@example.com", scene.harbour, "admin", name="Target")
-    grant(target, scene.bay, Role(role_elsewhere))
-    response = rename_admin(client_for(app, scene, "owner_here"), target)
+def test_an_owner_may_not_edit_an_admin_who_has_a_role_elsewhere(world, clients, role_elsewhere):
+    target = member("target@example.com", world["harbour"], "admin", name="Target")
+    grant(target, world["bay"], Role(role_elsewhere))
+    response = rename_admin(clients["owner"], target)
     assert response.status_code == 403
     assert response.mimetype == PROBLEM
     assert user_by_email("target@example.com").name == "Target"
 
 
-def test_an_owner_may_not_edit_a_super(app, scene):
-    target = member("target@example.com", scene.harbour, "admin", name="Target", is_super=True)
-    response = rename_admin(client_for(app, scene, "owner_here"), target)
+def test_an_owner_may_not_edit_a_super(world, clients):
+    target = member("target@example.com", world["harbour"], "admin", name="Target", is_super=True)
+    response = rename_admin(clients["owner"], target)
     assert response.status_code == 403
     assert response.mimetype == PROBLEM
     assert user_by_email("target@example.com").name == "Target"
 
 
-def test_an_owner_may_edit_an_admin_whose_every_role_is_at_their_locations(app, scene):
+def test_an_owner_may_edit_an_admin_whose_every_role_is_at_their_locations(world, clients):
     cove = make_location("cove")
-    grant(scene.users["owner_here"], cove, Role.OWNER)
-    target = member("target@example.com", scene.harbour, "admin", name="Target")
+    grant(world["owner"], cove, Role.OWNER)
+    target = member("target@example.com", world["harbour"], "admin", name="Target")
     grant(target, cove, Role.ADMIN)
-    response = rename_admin(client_for(app, scene, "owner_here"), target)
+    response = rename_admin(clients["owner"], target)
     assert response.status_code == 200
     assert user_by_email("target@example.com").name == "Renamed"
 
 
-@pytest.mark.parametrize("who", ["admin_elsewhere", "owner_elsewhere", "super"])
-def test_a_super_may_edit_anyone(app, scene, who):
-    target = member("target@example.com", scene.harbour, "admin", name="Target")
+@pytest.mark.parametrize("who", ["other_admin", "other_owner", "super"])
+def test_a_super_may_edit_anyone(world, clients, who):
+    target = member("target@example.com", world["harbour"], "admin", name="Target")
     if who == "super":
         target.is_super = True
         db.session.commit()
     else:
-        grant(target, scene.bay, Role(who.removesuffix("_elsewhere")))
-    response = rename_admin(client_for(app, scene, "super"), target)
+        grant(target, world["bay"], Role(who.removeprefix("other_")))
+    response = rename_admin(clients["super"], target)
     assert response.status_code == 200
     assert response.get_json()["name"] == "Renamed"
 
@@ -564,27 +549,27 @@ def test_a_super_may_edit_anyone(app, scene, who):
 
 
 @pytest.mark.parametrize(("role", "caller"), ALLOWED)
-def test_remove_takes_the_role_and_keeps_the_account(app, scene, role, caller):
-    target = member("target@example.com", scene.harbour, role, name="Target")
-    grant(target, scene.bay, Role.ADMIN)
-    client = client_for(app, scene, caller)
+def test_remove_takes_the_role_and_keeps_the_account(world, clients, role, caller):
+    target = member("target@example.com", world["harbour"], role, name="Target")
+    grant(target, world["bay"], Role.ADMIN)
+    client = clients[caller]
     response = client.delete(f"/locations/harbour/{role}s/id/{target.id}")
     assert response.status_code == 204
     assert response.data == b""
     user = user_by_email("target@example.com")
     assert user is not None
     assert user.password_hash is not None
-    assert role_at(target.id, scene.harbour) is None
-    assert role_at(target.id, scene.bay) == "admin"  # other locations are untouched
+    assert role_at(target.id, world["harbour"]) is None
+    assert role_at(target.id, world["bay"]) == "admin"  # other locations are untouched
     assert client.get(f"/locations/harbour/{role}s/id/{target.id}").status_code == 404
     assert client.delete(f"/locations/harbour/{role}s/id/{target.id}").status_code == 404
 
 
-def test_a_removed_owner_loses_access_at_once(app, scene):
-    owner_client = client_for(app, scene, "owner_here")
+def test_a_removed_owner_loses_access_at_once(world, clients):
+    owner_client = clients["owner"]
     assert owner_client.get("/locations/harbour/admins/").status_code == 200
-    owner = scene.users["owner_here"]
-    removed = client_for(app, scene, "super").delete(f"/locations/harbour/owners/id/{owner.id}")
+    owner = world["owner"]
+    removed = clients["super"].delete(f"/locations/harbour/owners/id/{owner.id}")
     assert removed.status_code == 204
     response = owner_client.get("/locations/harbour/admins/")
     assert response.status_code == 403
@@ -594,15 +579,13 @@ def test_a_removed_owner_loses_access_at_once(app, scene):
     assert owner_client.get("/me/").get_json()["roles"] == []
 
 
-def test_a_removed_admin_loses_the_role_at_once(app, scene):
-    admin_client = client_for(app, scene, "admin_here")
+def test_a_removed_admin_loses_the_role_at_once(world, clients):
+    admin_client = clients["admin"]
     assert admin_client.get("/me/").get_json()["roles"] == [
         {"location": "harbour", "role": "admin"}
     ]
-    admin = scene.users["admin_here"]
-    removed = client_for(app, scene, "owner_here").delete(
-        f"/locations/harbour/admins/id/{admin.id}"
-    )
+    admin = world["admin"]
+    removed = clients["owner"].delete(f"/locations/harbour/admins/id/{admin.id}")
     assert removed.status_code == 204
     assert admin_client.get("/me/").get_json()["roles"] == []
 

@@ -4,9 +4,9 @@ import pytest
 
 from directory_api.models import User
 
-from .conftest import signed_in
+from .conftest import reset_token, signed_in, start_reset
 from .factories import PASSWORD, make_user
-from .test_me import invitation_token, invite_owner, register, reset_token, start_reset
+from .test_me import invitation_token, invite_owner, register
 
 COMMON = ["1234567890", "aaaaaaaaaa", "password123", "PASSWORD123", "qwertyuiop"]
 # Random words with a number: nobody's list holds it.

@@ -1,7 +1,7 @@
 """Every route × seven identities: who gets in, who is refused, as API.md promises.
 
-One table row per (rule, method) of the URL map. Each case builds its own world — the
-locations harbour and hill, one user per identity and whatever the request targets — and
+One table row per (rule, method) of the URL map. Each case starts from the shared world —
+the locations harbour and hill, one user per identity — adds whatever the request targets, and
 sends a request that is valid, so the allowed identities get the real success status and
 the others are refused for who they are, not for what they sent. A refused request changes
 no row (the outbox included): this table is where every 401 and 403 is tested.
@@ -22,7 +22,7 @@ Reading API.md (section 2 "Roles", then each endpoint's section), where it neede
   queued by the invitation / reset / e-mail change, so every identity gets the success.
 - GET /health/ready is not in API.md; it is public, like /health.
 - POST /me/roles/accept/:token (API.md 9) needs a sign-in, and the token is the offer to
-  one user: "nobody" (an active account with no role) is offered harbour's admin role by a
+  one user: "plain" (an active account with no role) is offered harbour's admin role by a
   super and accepts it (200); every other signed-in user, a super included, gets 404.
 """
 
@@ -31,7 +31,6 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from flask.testing import FlaskClient
 
 from directory_api.models import Location, Role
 
@@ -41,22 +40,14 @@ from .factories import (
     grant,
     make_category,
     make_listing,
-    make_location,
     make_region,
     make_social,
     make_user,
     make_vote,
 )
 
-IDENTITIES = ("anonymous", "nobody", "other_admin", "other_owner", "admin", "owner", "super")
-EMAILS = {
-    "nobody": "nobody@example.com",
-    "other_admin": "hill-admin@example.com",  # admin of hill, not of harbour
-    "other_owner": "hill-owner@example.com",  # owner of hill, not of harbour
-    "admin": "admin@example.com",
-    "owner": "owner@example.com",
-    "super": "super@example.com",
-}
+# As conftest's `world` names them; other_admin and other_owner hold their roles at hill.
+IDENTITIES = ("anonymous", "plain", "other_admin", "other_owner", "admin", "owner", "super")
 MEMBER = "member@example.com"  # a user with no role, whom some requests are about
 NEW_PASSWORD = "a brand new passphrase"
 SKIPPED_BLUEPRINTS = {"static", "bench"}  # bench is registered only with BENCH_MODE
@@ -228,7 +219,7 @@ TABLE: Rows = {
     ),
     ("/me/roles/accept/<token>", "POST"): Case(
         "/me/roles/accept/{offer_token}",
-        {**visible_to(200, ("nobody",)), "anonymous": 401},
+        {**visible_to(200, ("plain",)), "anonymous": 401},
         needs=("offer",),
     ),
     # Reference lists
@@ -377,7 +368,7 @@ def add_vote(location: Location, *, active: bool) -> str:
 
 def invitation(app: Flask) -> dict[str, str]:
     """An invitation to hill's admins, sent by a super; its link carries the id and token."""
-    response = signed_in(app, EMAILS["super"]).post(
+    response = signed_in(app, "super@example.com").post(
         "/locations/hill/admins/", json={"email": "invitee@example.com"}
     )
     assert response.status_code == 201, response.get_json()
@@ -402,12 +393,12 @@ def email_change_token(app: Flask) -> str:
 
 
 def role_offer_token(app: Flask) -> str:
-    """Harbour's admin role offered by a super to "nobody", an active account."""
-    response = signed_in(app, EMAILS["super"]).post(
-        "/locations/harbour/admins/", json={"email": EMAILS["nobody"]}
+    """Harbour's admin role offered by a super to "plain", an active account."""
+    response = signed_in(app, "super@example.com").post(
+        "/locations/harbour/admins/", json={"email": "plain@example.com"}
     )
     assert response.status_code == 201, response.get_json()
-    return link_in(queued_mail(EMAILS["nobody"])[-1].body, "/roles/accept/")
+    return link_in(queued_mail("plain@example.com")[-1].body, "/roles/accept/")
 
 
 def receipt_token(app: Flask) -> str:
@@ -419,18 +410,10 @@ def receipt_token(app: Flask) -> str:
     return link_in(queued_mail(SUBMISSION["yourEmail"])[-1].body, "/votes/confirm/")
 
 
-def build_world(app: Flask, needs: tuple[str, ...]) -> dict[str, str]:
-    """Harbour and hill, one user per identity, and what `needs` names; returns the ids and
-    tokens the request's path and body refer to."""
-    harbour, hill = make_location("harbour"), make_location("hill")
-    users = {
-        identity: make_user(email, is_super=identity == "super")
-        for identity, email in EMAILS.items()
-    }
-    grant(users["other_admin"], hill, Role.ADMIN)
-    grant(users["other_owner"], hill, Role.OWNER)
-    grant(users["admin"], harbour, Role.ADMIN)
-    grant(users["owner"], harbour, Role.OWNER)
+def build_world(app: Flask, world: dict, needs: tuple[str, ...]) -> dict[str, str]:
+    """Adds to the shared world what `needs` names; returns the ids and tokens the
+    request's path and body refer to."""
+    harbour = world["harbour"]
     values = {"harbour": str(harbour.id)}
     if "member" in needs or "reset" in needs or "email_change" in needs:
         values["member"] = str(make_user(MEMBER).id)
@@ -479,12 +462,6 @@ def fill(template: Any, values: dict[str, str]) -> Any:
     return template
 
 
-def client_as(app: Flask, identity: str) -> FlaskClient:
-    if identity == "anonymous":
-        return app.test_client()
-    return signed_in(app, EMAILS[identity])
-
-
 # --- the matrix ------------------------------------------------------------------------------
 
 
@@ -500,10 +477,10 @@ def matrix_params() -> list[Any]:
 
 
 @pytest.mark.parametrize(("rule", "method", "identity"), matrix_params())
-def test_role_matrix(app, rule, method, identity):
+def test_role_matrix(app, world, clients, rule, method, identity):
     case = TABLE[(rule, method)]
-    values = build_world(app, case.needs)
-    client = client_as(app, identity)
+    values = build_world(app, world, case.needs)
+    client = clients[identity]
     expected = case.outcomes[identity]
     before = database_rows() if expected >= 400 else None
     body = fill(case.body, values)

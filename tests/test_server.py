@@ -153,7 +153,7 @@ def test_slow_clients_hold_no_thread_and_get_a_408_at_the_client_timeout(port):
             client.send(HALF_REQUESTS[number % len(HALF_REQUESTS)])
         started = time.monotonic()
         trickling = {client.sock: client for client in slow}
-        while time.monotonic() - started < CLIENT_TIMEOUT + 1.5:
+        while trickling and time.monotonic() - started < CLIENT_TIMEOUT + 1.5:
             answered, _, _ = select.select(list(trickling), [], [], 0)
             for sock in answered:
                 del trickling[sock]
