@@ -9,6 +9,8 @@ seconds; a signed-in answer is for that user only, never stored. Every answer va
 
 from flask import Flask, Response, current_app, request, session
 
+from .sessions import USER_KEY
+
 CONDITIONAL_METHODS = frozenset({"GET", "HEAD"})
 UNCACHED_PREFIX = "/health"  # liveness and readiness: always asked afresh
 
@@ -16,7 +18,7 @@ UNCACHED_PREFIX = "/health"  # liveness and readiness: always asked afresh
 def signed_in() -> bool:
     """Whether the request carries a session (a sign-in, or a cookie that was one)."""
     return current_app.config["SESSION_COOKIE_NAME"] in request.cookies or bool(
-        session.get("_user_id")
+        session.get(USER_KEY)
     )
 
 

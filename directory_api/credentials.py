@@ -131,11 +131,17 @@ def _add_with_token(row: Redeemable) -> str:
     return token
 
 
+def presented_hash(token: str) -> str | None:
+    """The hash to look a presented token up by; None for what no issued token can be
+    (empty, or longer than any), so nothing is hashed or queried for it."""
+    return hash_token(token) if token and len(token) <= 200 else None
+
+
 def _redeem(model: type[Redeemable], token: str, *criteria: Any) -> Redeemable | None:
     """The live row of `model` matching `token` and `criteria`, marked used; else None."""
-    if not token or len(token) > 200:
+    token_hash = presented_hash(token)
+    if token_hash is None:
         return None
-    token_hash = hash_token(token)
     found = db.session.scalar(
         select(model)
         .where(

@@ -15,11 +15,11 @@ from typing import Any
 
 from marshmallow import Schema, fields
 
+from .csv_export import FORMULA_STARTS
 from .errors import abort
 
 MAX_ROWS = 10_000
 IGNORED_COLUMNS = frozenset({"id", "createdAt", "updatedAt"})
-FORMULA_STARTS = ("=", "+", "-", "@")
 
 
 def row_key(number: int) -> str:
@@ -28,8 +28,8 @@ def row_key(number: int) -> str:
 
 def cell_value(text: str, field: fields.Field) -> Any:
     """A cell as a JSON body would carry the value of `field`."""
-    if text[:1] == "'" and text[1:2] and text[1:2] in FORMULA_STARTS:
-        text = text[1:]
+    if text.startswith("'") and text[1:].startswith(FORMULA_STARTS):
+        text = text[1:]  # the guard an export puts there
     inner = getattr(field, "inner", None)
     if isinstance(inner, fields.Nested):
         names = [f.data_key or n for n, f in inner.schema.load_fields.items()]

@@ -65,6 +65,10 @@ LOWEST = {
     "PII_RETENTION_DAYS": 1,
     "OUTBOX_RETENTION_DAYS": 1,
     "SESSION_MAX_LIFETIME": timedelta(days=1),  # SESSION_MAX_DAYS
+    # Amounts that must not be negative (0 is a choice: no receipts, no public caching).
+    "VOTE_RECEIPTS_PER_ADDRESS": 0,
+    "PUBLIC_MAX_AGE": 0,
+    "IMPORT_MAX_BYTES": 1024,  # a header row and a few rows at least
 }
 
 

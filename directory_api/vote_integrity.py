@@ -23,7 +23,7 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import Connection, event, func, inspect, select, update
 
-from .credentials import hash_token, new_token
+from .credentials import new_token, presented_hash
 from .crypto import email_hash
 from .errors import abort
 from .extensions import db
@@ -75,9 +75,12 @@ def locked(criteria: Any) -> Vote | None:
 def vote_by_receipt(token: str) -> Vote:
     """The vote a live receipt token names, locked for the change; 404 when the token is
     unknown or expired (or its vote withdrawn)."""
-    token_hash = hash_token(token) if token and len(token) <= 200 else ""
-    vote = locked((Vote.receipt_token_hash == token_hash) & (Vote.receipt_expires_at > utcnow()))
-    if vote is None or not hmac.compare_digest(vote.receipt_token_hash or "", token_hash):
+    token_hash = presented_hash(token)
+    vote = None
+    if token_hash is not None:
+        live = (Vote.receipt_token_hash == token_hash) & (Vote.receipt_expires_at > utcnow())
+        vote = locked(live)
+    if vote is None or not hmac.compare_digest(vote.receipt_token_hash or "", token_hash or ""):
         abort(404, "This receipt link is invalid or expired.")
     return vote
 

@@ -71,6 +71,9 @@ def test_sqlite_in_production_only_when_explicitly_allowed(tmp_path):
         ("PII_RETENTION_DAYS", 0),
         ("OUTBOX_RETENTION_DAYS", -1),
         ("SESSION_MAX_LIFETIME", timedelta(0)),
+        ("VOTE_RECEIPTS_PER_ADDRESS", -1),
+        ("PUBLIC_MAX_AGE", -1),
+        ("IMPORT_MAX_BYTES", 10),
     ],
 )
 def test_a_timeout_that_cannot_work_stops_the_start_naming_it(tmp_path, setting, value):

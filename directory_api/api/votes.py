@@ -11,7 +11,7 @@ from typing import Any
 
 from flask import Blueprint, current_app
 from flask_login import current_user
-from sqlalchemy import Select, case, func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import joinedload
 
 from .. import vote_integrity as integrity
@@ -280,36 +280,29 @@ def delete_vote(target, location: Location):
 @endpoint(response=VoteSummaryOut, access=Access.ACCESS)
 def vote_summary(location: Location):
     """The moderation queue at a glance: counts, and per employer (two queries)."""
-    inactive = case((Vote.active.is_(False), 1), else_=0)
-    active = case((Vote.active.is_(True), 1), else_=0)
+    pending = func.count().filter(Vote.active.is_(False))
+    active = func.count().filter(Vote.active.is_(True))
     figures = db.session.execute(
         select(
-            func.coalesce(func.sum(inactive), 0).label("pending"),
-            func.coalesce(func.sum(case((Vote.confirmed.is_(False), 1), else_=0)), 0),
-            func.coalesce(func.sum(case((Vote.duplicate_of_id.is_not(None), 1), else_=0)), 0),
-            func.coalesce(func.sum(active), 0),
+            pending.label("pending"),
+            func.count().filter(Vote.confirmed.is_(False)).label("unconfirmed"),
+            func.count().filter(Vote.duplicate_of_id.is_not(None)).label("duplicates"),
+            active.label("active"),
         ).where(Vote.location_id == location.id)
     ).one()
     employers = db.session.execute(
         select(
             Employer.slug,
             Employer.name,
-            func.sum(active).label("active"),
-            func.sum(inactive).label("pending"),
+            active.label("active"),
+            pending.label("pending"),
         )
         .join(Vote, Vote.employer_id == Employer.id)
         .where(Vote.location_id == location.id)
         .group_by(Employer.id, Employer.slug, Employer.name)
         .order_by(Employer.name, Employer.slug)
     ).all()
-    pending, unconfirmed, duplicates, active_votes = figures
-    return {
-        "pending": pending,
-        "unconfirmed": unconfirmed,
-        "duplicates": duplicates,
-        "active": active_votes,
-        "employers": [row._mapping for row in employers],
-    }
+    return {**figures._mapping, "employers": [row._mapping for row in employers]}
 
 
 @bp.get("/results")
