@@ -136,6 +136,7 @@ class Config:
     OUTBOX_OLD_KEYS = tuple(key for key in (env("OUTBOX_OLD_KEYS") or "").split(",") if key.strip())
     PII_RETENTION_DAYS = env_int("PII_RETENTION_DAYS", 365)  # then a vote's submitter is redacted
     OUTBOX_RETENTION_DAYS = env_int("OUTBOX_RETENTION_DAYS", 30)  # delivered/failed rows
+    AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 400)  # then audit entries go
 
     JSON_LOG = env_bool("JSON_LOG", False)
     LOG_LEVEL = env("LOG_LEVEL", "INFO")

@@ -12,8 +12,8 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from config import get_config
 
 # Every model registered before Alembic looks, and the listeners that keep search text and
-# the employers' vote counts current.
-from . import models, search, vote_integrity  # noqa: F401
+# the employers' vote counts current and write the audit log.
+from . import audit, models, search, vote_integrity  # noqa: F401
 from .bodies import APIRequest
 from .caching import register_caching
 from .credentials import init_password_hasher
@@ -176,6 +176,7 @@ def register_extensions(app: Flask) -> None:
 
 def register_blueprints(app: Flask) -> None:
     from .api import (
+        audit_log,
         auth,
         categories,
         docs,
@@ -201,6 +202,7 @@ def register_blueprints(app: Flask) -> None:
         supers,
         locations,
         votes,
+        audit_log,
     ):
         app.register_blueprint(module.bp)
     for blueprint in (

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import cache, update_wrapper, wraps
 from typing import Any
 
-from flask import Flask, Response, current_app, jsonify, request
+from flask import Flask, Response, current_app, g, jsonify, request
 from marshmallow import Schema
 
 from .access import Access, check_access, check_signed_in, get_location_or_404
@@ -155,7 +155,7 @@ def endpoint(
         def wrapper(**path: Any) -> Any:
             check_signed_in(declaration.access)
             if "slug" in path:
-                path["location"] = get_location_or_404(path.pop("slug"))
+                path["location"] = g.path_location = get_location_or_404(path.pop("slug"))
             check_access(declaration.access, path.get("location"))
             return guarded(**path)
 

@@ -2,8 +2,9 @@
 
 - `run_retention` (`flask retention run`, and the outbox worker once a day) redacts the
   submitter's details of votes older than `PII_RETENTION_DAYS`, deletes delivered and
-  failed outbox rows older than `OUTBOX_RETENTION_DAYS`, and drops one-time tokens and role
-  offers that can no longer be used (a token keeps the address it was bound to).
+  failed outbox rows older than `OUTBOX_RETENTION_DAYS`, audit entries older than
+  `AUDIT_RETENTION_DAYS`, and drops one-time tokens and role offers that can no longer be
+  used (a token keeps the address it was bound to).
 - `erase` / `export` (`flask privacy erase|export EMAIL`) answer a data subject's request
   for every vote submitted with an address and every message held for it.
 
@@ -23,7 +24,7 @@ from sqlalchemy.types import Text
 from .crypto import email_hash, reencrypt
 from .email_addresses import normalize_email
 from .extensions import db
-from .models import OutboxMessage, OutboxStatus, RoleGrant, Token, Vote, utcnow
+from .models import AuditEntry, OutboxMessage, OutboxStatus, RoleGrant, Token, Vote, utcnow
 from .schemas.fields import timestamp_text
 from .schemas.votes import VoteOut
 from .vote_integrity import recount_votes
@@ -38,6 +39,7 @@ class RetentionReport:
     votes_redacted: int = 0
     messages_deleted: int = 0
     tokens_deleted: int = 0
+    audit_entries_deleted: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """camelCase, as every JSON the service writes."""
@@ -45,6 +47,7 @@ class RetentionReport:
             "votesRedacted": self.votes_redacted,
             "messagesDeleted": self.messages_deleted,
             "tokensDeleted": self.tokens_deleted,
+            "auditEntriesDeleted": self.audit_entries_deleted,
         }
 
 
@@ -101,6 +104,11 @@ def run_retention(now: datetime | None = None) -> RetentionReport:
             .execution_options(synchronize_session=False)
         ),
     )
+
+    old_entries = select(AuditEntry.id).where(
+        AuditEntry.at < now - timedelta(days=config["AUDIT_RETENTION_DAYS"])
+    )
+    report.audit_entries_deleted = _delete_in_batches(AuditEntry, old_entries)
 
     if any(asdict(report).values()):
         log.info("retention: %s", report.as_dict())

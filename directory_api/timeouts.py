@@ -64,6 +64,7 @@ LOWEST = {
     # Not timeouts, but periods with a floor all the same (0 would erase what is in use).
     "PII_RETENTION_DAYS": 1,
     "OUTBOX_RETENTION_DAYS": 1,
+    "AUDIT_RETENTION_DAYS": 1,
     "SESSION_MAX_LIFETIME": timedelta(days=1),  # SESSION_MAX_DAYS
     # Amounts that must not be negative (0 is a choice: no receipts, no public caching).
     "VOTE_RECEIPTS_PER_ADDRESS": 0,

@@ -70,6 +70,7 @@ def test_sqlite_in_production_only_when_explicitly_allowed(tmp_path):
         ("OUTBOX_LEASE_SECONDS", 1),
         ("PII_RETENTION_DAYS", 0),
         ("OUTBOX_RETENTION_DAYS", -1),
+        ("AUDIT_RETENTION_DAYS", 0),
         ("SESSION_MAX_LIFETIME", timedelta(0)),
         ("VOTE_RECEIPTS_PER_ADDRESS", -1),
         ("PUBLIC_MAX_AGE", -1),

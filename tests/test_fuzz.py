@@ -338,13 +338,16 @@ schema = load_schema()
 
 
 # 422s the document cannot foresee: they depend on the rows in the database or on two fields
-# together (API.md: a body naming a row that does not exist is a 422 on that field).
+# together (API.md: a body naming a row that does not exist is a 422 on that field), or on
+# the calendar.
 DEPENDS_ON_STATE = re.compile(
     r"^No \w+ '.*'( at this location)?\.$"
     r"|cannot be its own parent|cannot have subcategories|has subcategories, so it cannot"
     r"|is a top-level category|is reserved; choose another slug|Cannot derive a slug"
     r"|This is already your address|Must not be the e-mail address|^Listed twice\.$"
     r"|commonly used or breached password"
+    # A date the pattern allows and the calendar does not (February 30th).
+    r"|^There is no such day\.$"
 )
 
 

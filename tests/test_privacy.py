@@ -292,7 +292,12 @@ def test_retention_deletes_old_delivered_and_failed_mail_and_spent_tokens(app):
     live_offer = save(RoleGrant(token_hash="e" * 64, **(offer | {"expires_at": now + DAY}))).id
 
     report = run_retention_command(app)
-    assert report == {"votesRedacted": 0, "messagesDeleted": 2, "tokensDeleted": 3}
+    assert report == {
+        "votesRedacted": 0,
+        "messagesDeleted": 2,
+        "tokensDeleted": 3,
+        "auditEntriesDeleted": 0,
+    }
     db.session.rollback()
     assert set(db.session.scalars(select(OutboxMessage.id))) == {recent_sent, old_pending}
     assert list(db.session.scalars(select(Token.id))) == [live]

@@ -21,6 +21,8 @@ Reading API.md (section 2 "Roles", then each endpoint's section), where it neede
   token is the credential. Each case gets a real token the way a user does, from the mail
   queued by the invitation / reset / e-mail change, so every identity gets the success.
 - GET /health/ready is not in API.md; it is public, like /health.
+- GET /locations/:slug/audit/ is "an owner of that location, or a super" (API.md 10):
+  admins are refused.
 - POST /me/roles/accept/:token (API.md 9) needs a sign-in, and the token is the offer to
   one user: "plain" (an active account with no role) is offered harbour's admin role by a
   super and accepts it (200); every other signed-in user, a super included, gets 404.
@@ -315,6 +317,9 @@ TABLE: Rows = {
     ("/locations/<slug:slug>/votes/results", "GET"): Case(
         "/locations/harbour/votes/results", everyone(200), needs=("votes",)
     ),
+    # The audit log (API.md 10): supers read it all, owners their location's.
+    ("/audit/", "GET"): Case("/audit/", only(200, SUPER)),
+    ("/locations/<slug:slug>/audit/", "GET"): Case("/locations/harbour/audit/", only(200, OWNER)),
     # Vote receipts (API.md 8): the token from the receipt mail is the credential.
     ("/votes/confirm/<token>", "POST"): Case(
         "/votes/confirm/{receipt_token}", everyone(200), needs=("receipt",)

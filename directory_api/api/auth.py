@@ -1,8 +1,9 @@
 """/auth: sign in and out with a server-side session cookie."""
 
 from flask import Blueprint, session
-from flask_login import logout_user
+from flask_login import current_user, logout_user
 
+from .. import audit
 from ..credentials import (
     find_user_by_email,
     hash_password,
@@ -32,11 +33,14 @@ def login(data):
     user = find_user_by_email(data["email"])
     # Unknown, wrong and not-yet-registered all cost one hash check and get the same answer.
     if not verify_password(user.password_hash if user else None, data["password"]):
+        audit.record("auth.login_failed", target=user)  # kept: the 401 rolls nothing back
+        db.session.commit()
         abort(401, "Wrong e-mail or password.")
     if password_needs_rehash(user.password_hash):
         user.password_hash = hash_password(data["password"])
     record_login(user)
     sign_in(user, remember=data["remember"])
+    audit.record("auth.login", target=user, actor=user)
     db.session.commit()
     return user
 
@@ -45,5 +49,8 @@ def login(data):
 @endpoint(status=204, access=Access.LOGIN)
 def logout():
     """Sign out; the server forgets the session, so a copied cookie stops working."""
+    user = current_user._get_current_object()
+    audit.record("auth.logout", target=user, actor=user)
+    db.session.commit()
     logout_user()
     session.clear()

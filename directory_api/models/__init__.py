@@ -1,6 +1,7 @@
 """All models, importable from one place (Alembic's autogenerate sees them all here)."""
 
 from ..types import utcnow
+from .audit import AuditEntry
 from .grant import GrantedRole, RoleGrant
 from .idempotency import IdempotencyRecord
 from .listing import Business, Employer, Listing, ListingCount, ListingSocial
@@ -12,6 +13,7 @@ from .user import User, UserStatus
 from .vote import Vote, VoteType
 
 __all__ = [
+    "AuditEntry",
     "Business",
     "Category",
     "Employer",

@@ -6,7 +6,7 @@ document shows: the rule and its description are written once, side by side.
 """
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from email_validator import EmailNotValidError
@@ -38,6 +38,31 @@ URL_REGEX = (
     r"https?://(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,6}(?::[0-9]{1,5})?"
     r"(?:/|[/?#][!-~]+)?"
 )
+# An ISO 8601 date, or date and time (to the minute, second or microsecond), with an
+# optional offset: what `Instant` takes. Years from 1000 on; impossible days (Feb 30) are
+# refused by the parser.
+INSTANT_REGEX = (
+    r"[1-9][0-9]{3}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+    r"(?:T(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,6})?)?"
+    r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])?)?"
+)
+INSTANT = re.compile(INSTANT_REGEX)
+# The time of such a text: minutes, seconds and a fraction if given.
+TIME_PART = re.compile(r"T[0-9]{2}:[0-9]{2}(:[0-9]{2})?(?:\.([0-9]+))?")
+
+
+def precision_of(text: str) -> timedelta:
+    """The unit of the last figure of an ISO 8601 date or date and time: a day, a minute,
+    a second, or a fraction of one."""
+    found = TIME_PART.search(text)
+    if found is None:
+        return timedelta(days=1)
+    seconds, fraction = found.groups()
+    if fraction:
+        return timedelta(microseconds=10 ** (6 - len(fraction)))
+    return timedelta(seconds=1 if seconds else 60)
+
+
 SPECIAL_USE_DOMAINS = (
     "Special-use domains (RFC 6761: .test, .localhost, .invalid, .local, .onion, .arpa …) "
     "are refused."
@@ -214,6 +239,51 @@ class Timestamp(fields.Field):
 
 
 SHORTCUTS[Timestamp] = timestamp_text
+
+
+class Instant(fields.Field):
+    """A point in time in a query (`since`, `until`): ISO 8601, `2026-11-23T10:00:00Z` or
+    with an offset (UTC when it has none), or a date alone (that day in UTC).
+
+    With `inclusive_end`, it is the last moment of what the text names, so that an upper
+    bound includes it: `2026-11-23` the whole day, `10:00` the whole minute, a timestamp
+    as the API writes them (milliseconds) the whole millisecond.
+    """
+
+    default_error_messages = {  # noqa: RUF012
+        "invalid": "Not an ISO 8601 date or date and time (2026-11-23T10:00:00Z).",
+        "no_such_day": "There is no such day.",
+    }
+    MAX_LENGTH = 40
+
+    def __init__(self, *, inclusive_end: bool = False, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.inclusive_end = inclusive_end
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> datetime:
+        text = value.strip() if isinstance(value, str) else ""
+        if len(text) > self.MAX_LENGTH or not INSTANT.fullmatch(text):
+            raise self.make_error("invalid")
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError as error:  # February 30th
+            raise self.make_error("no_such_day") from error
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        try:
+            if self.inclusive_end:
+                moment += precision_of(text) - timedelta(microseconds=1)
+            return moment.astimezone(UTC)
+        except OverflowError:  # the end of year 9999, west of UTC: after every entry
+            return datetime.max.replace(tzinfo=UTC)
+
+    def json_schema(self) -> dict[str, Any]:
+        return {
+            "type": "string",
+            "pattern": f"^{INSTANT_REGEX}$",
+            "maxLength": self.MAX_LENGTH,
+            "examples": ["2026-11-23T10:00:00Z", "2026-11-23"],
+        }
 
 
 def slug_of(resource: Any) -> str | None:

@@ -1,0 +1,55 @@
+"""/audit and /locations/:slug/audit: the audit log, read-only (API.md 10).
+
+Supers read every entry; an owner reads the entries of their location. Nothing in the API
+changes or deletes an entry (only retention does, after AUDIT_RETENTION_DAYS).
+"""
+
+from typing import Any
+
+from flask import Blueprint
+from sqlalchemy import Select, select
+
+from ..endpoints import Access, endpoint
+from ..models import AuditEntry, Location
+from ..pagination import paginate
+from ..schemas.audit import AuditEntryOut, AuditListArgs
+from .lookups import id_by_slug
+
+bp = Blueprint("audit", __name__)
+
+AuditArgs = AuditListArgs.sorted_by({"at": AuditEntry.at}, default="-at")
+# At one location, `location` is the path's.
+LocationAuditArgs = type(
+    "LocationAuditArgs",
+    (AuditArgs,),
+    {"Meta": type("Meta", (), {"register": False, "exclude": ("location",)})},
+)
+
+
+def filtered(args: dict[str, Any], *criteria: Any) -> Select:
+    stmt = select(AuditEntry).where(*criteria)
+    if "actor" in args:
+        stmt = stmt.where(AuditEntry.actor_id == args["actor"])
+    if "action" in args:
+        stmt = stmt.where(AuditEntry.action == args["action"])
+    if "location" in args:
+        stmt = stmt.where(AuditEntry.location_id == id_by_slug(Location, args["location"]))
+    if "since" in args:
+        stmt = stmt.where(AuditEntry.at >= args["since"])
+    if "until" in args:
+        stmt = stmt.where(AuditEntry.at <= args["until"])
+    return stmt
+
+
+@bp.get("/audit/")
+@endpoint(response=AuditEntryOut, query=AuditArgs, paged=True, access=Access.SUPER)
+def list_entries(args):
+    """Every audit entry, newest first (filter by actor, action, location, since, until)."""
+    return paginate(filtered(args), args)
+
+
+@bp.get("/locations/<slug:slug>/audit/")
+@endpoint(response=AuditEntryOut, query=LocationAuditArgs, paged=True, access=Access.OWNER)
+def list_location_entries(args, location: Location):
+    """The audit entries of one location, newest first (its owners and supers)."""
+    return paginate(filtered(args, AuditEntry.location_id == location.id), args)

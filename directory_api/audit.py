@@ -1,0 +1,463 @@
+"""The audit log (API.md 10): one mechanism, the database session's own events.
+
+- `before_flush` reads every new, changed or deleted object of an audited model in the
+  session: what it is (`AUDITED`: its type and the fields an entry shows) and what changed,
+  from the attributes' history. Changes are kept per target for the transaction, so an
+  object flushed twice before its commit still makes one entry.
+- `before_commit` writes the entries, in the transaction of the change they record: a
+  write that fails leaves no entry, and an entry that fails leaves no write. A rollback
+  forgets them.
+- Roles are entries of their own (`owner.grant`, `admin.remove`, `super.accept` …), from
+  the rows that hold them: memberships, the super flag, pending offers. A user that an
+  invitation creates is recorded in the grant that created it.
+- Sign-in, failed sign-in and sign-out change no audited field: the views say so with
+  `record` (and a failed sign-in commits its entry before answering 401).
+
+Whose change: the signed-in user's. With nobody signed in, only changes to an account
+made through its own mailed link (registration, password reset, e-mail change) are
+recorded, with that account as the actor; the public's votes and receipts are not
+privileged writes and are not recorded.
+
+Personal data never enters an entry: a vote's `yourName`, `yourEmail`, `yourPhone` and
+every password show `["[redacted]", "[redacted]"]` when they change.
+"""
+
+import enum
+import ipaddress
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from flask import g, has_request_context, request
+from flask_login import current_user
+from sqlalchemy import event, inspect
+from sqlalchemy.orm import Session, SessionTransaction
+
+from .extensions import db
+from .models import (
+    AuditEntry,
+    Business,
+    Category,
+    Employer,
+    Location,
+    Membership,
+    Region,
+    RoleGrant,
+    Social,
+    User,
+    Vote,
+)
+from .schemas.fields import timestamp_text
+
+REDACTED = "[redacted]"
+CONTACT = ("description", "email", "phone", "address", "website")
+
+
+@dataclass(frozen=True)
+class Audited:
+    """How entries show a model: its `type`, the `fields` they record (attribute names; a
+    many-to-one relationship shows the related slug, `socials` the list of links), those
+    that are `personal` (redacted), and where it belongs (`location`)."""
+
+    type: str
+    fields: tuple[str, ...]
+    personal: frozenset[str] = frozenset()
+    location: Callable[[Any], Location | None] = lambda obj: None
+
+
+def _own_location(obj: Any) -> Location | None:
+    """A listing's location (a new one has only the relationship set)."""
+    return _get(Location, obj.location_id) or obj.location
+
+
+def path_location() -> Location | None:
+    """The location the request's path names (loaded by `@endpoint`), if any: where a
+    change to a user made through it belongs."""
+    return g.get("path_location")
+
+
+def _listing(type_: str) -> Audited:
+    return Audited(
+        type_,
+        ("slug", "name", "subcategory", "branch", *CONTACT, "socials"),
+        location=_own_location,
+    )
+
+
+AUDITED: dict[type, Audited] = {
+    Region: Audited("region", ("slug", "name")),
+    Category: Audited("category", ("slug", "name", "parent")),
+    Social: Audited("social", ("slug", "name", "url")),
+    Location: Audited(
+        "location",
+        ("slug", "name", "region", "directory_location", *CONTACT),
+        location=lambda obj: obj,
+    ),
+    Business: _listing("business"),
+    Employer: _listing("employer"),
+    Vote: Audited(
+        "vote",
+        (
+            "type",
+            "active",
+            "confirmed",
+            "employer",
+            "business_name",
+            "business_branch",
+            "vote_body",
+            "your_business",
+            "your_position",
+            "your_name",
+            "your_email",
+            "your_phone",
+        ),
+        personal=frozenset({"your_name", "your_email", "your_phone"}),
+        location=lambda vote: _get(Location, vote.location_id),
+    ),
+    User: Audited(
+        "user", ("email", "name", "phone", "password_hash"), personal=frozenset({"password_hash"})
+    ),
+}
+# Attribute → the name clients use, where it is not just the camelCase of it.
+FIELD_NAMES = {"password_hash": "password"}
+# A user's changes are one entry, named by the most telling of them.
+USER_ACTIONS = (("password_hash", "password_change"), ("email", "email_change"))
+
+
+def _get(model: Any, ident: Any) -> Any:
+    """A row by id: from the identity map when loaded (no query inside a flush)."""
+    return None if ident is None else db.session.get(model, ident)
+
+
+def field_name(attribute: str) -> str:
+    if attribute in FIELD_NAMES:
+        return FIELD_NAMES[attribute]
+    head, *rest = attribute.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+def shown(value: Any) -> Any:
+    """A value as an entry keeps it (JSON)."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return timestamp_text(value)
+    if isinstance(value, list):  # social links; none is null
+        return [{"social": link.social.slug, "url": link.url} for link in value] or None
+    if hasattr(value, "slug"):  # a related row: its slug
+        return value.slug
+    return value
+
+
+# Reading the changes ------------------------------------------------------------------------
+
+
+def _values(obj: Any, attribute: str) -> tuple[Any, Any]:
+    """(old, new) of one attribute of a changed object, as the database had it and as it
+    will have it after this flush."""
+    attr = inspect(obj).attrs[attribute]
+    history = attr.history
+    prop = inspect(type(obj)).relationships.get(attribute)
+    if prop is not None:
+        if prop.uselist:  # socials: the whole list, before and after
+            if not history.has_changes():
+                return attr.value, attr.value
+            before = sorted([*history.unchanged, *history.deleted], key=lambda s: s.position)
+            return before, attr.value
+        if history.has_changes():
+            old = history.deleted[0] if history.deleted else _related_before(obj, prop)
+            return old, attr.value
+        # Not assigned: its foreign key may have been (an id set directly).
+        column = next(iter(prop.local_columns)).key
+        column_history = inspect(obj).attrs[column].history
+        if not column_history.has_changes():
+            return attr.value, attr.value
+        target = prop.mapper.class_
+        old_id = column_history.deleted[0] if column_history.deleted else None
+        return _get(target, old_id), _get(target, getattr(obj, column))
+    if not history.has_changes():
+        return attr.value, attr.value
+    return (history.deleted[0] if history.deleted else None), attr.value
+
+
+def _related_before(obj: Any, prop: Any) -> Any:
+    """The row a many-to-one relationship named before it was assigned, when the old value
+    was never loaded: its foreign key still holds it until the flush."""
+    if inspect(obj).transient or inspect(obj).pending:
+        return None
+    column = next(iter(prop.local_columns)).key
+    return _get(prop.mapper.class_, getattr(obj, column))
+
+
+def changes_of(obj: Any, audited: Audited, state: str) -> dict[str, list[Any]]:
+    """Field → [old, new] for what differs; a new object's old values and a deleted one's
+    new values are null."""
+    changes = {}
+    for attribute in audited.fields:
+        if state == "new":
+            old, new = None, getattr(obj, attribute)
+        elif state == "deleted":
+            old, new = getattr(obj, attribute), None
+        else:
+            old, new = _values(obj, attribute)
+        old, new = shown(old), shown(new)
+        if old == new:
+            continue
+        if attribute in audited.personal:
+            old = new = REDACTED
+        changes[field_name(attribute)] = [old, new]
+    return changes
+
+
+# Pending entries -----------------------------------------------------------------------------
+
+
+@dataclass
+class Pending:
+    """An entry to write at commit. Targets are kept as objects: a new one has no id until
+    it is flushed."""
+
+    action: str
+    target_type: str
+    target: Any  # the object, or its id
+    location: Location | None
+    actor: User | None
+    changes: dict[str, list[Any]] = field(default_factory=dict)
+
+    def merge(self, changes: dict[str, list[Any]]) -> None:
+        """Later changes of the same target in the same transaction: first old, last new."""
+        for name, (old, new) in changes.items():
+            first = self.changes.get(name, [old, new])[0]
+            if first == new and first != REDACTED:
+                self.changes.pop(name, None)
+            else:
+                self.changes[name] = [first, new]
+
+
+@dataclass
+class Transaction:
+    """What one transaction has to record so far."""
+
+    pending: dict[Any, Pending] = field(default_factory=dict)
+    # Accounts a sign-in event explains: their sign-in bookkeeping is no entry of its own.
+    explained: set[uuid.UUID] = field(default_factory=set)
+    # (user id, role, location id) of offers accepted in this transaction.
+    accepted: set[tuple[Any, str, Any]] = field(default_factory=set)
+
+
+def _transaction(session: Session) -> Transaction:
+    if "audit" not in session.info:
+        session.info["audit"] = Transaction()
+    return session.info["audit"]
+
+
+def signed_in() -> User | None:
+    if has_request_context() and current_user.is_authenticated:
+        return current_user._get_current_object()
+    return None
+
+
+def record(action: str, target: User | None, actor: User | None = None) -> None:
+    """An entry for an event that changes no audited field (sign-in, failed sign-in,
+    sign-out), written with the transaction's next commit."""
+    transaction = _transaction(db.session())
+    if target is not None:  # its sign-in bookkeeping (a rehash) is part of this event
+        transaction.explained.add(target.id)
+        transaction.pending.pop((target, "change"), None)
+    # An unknown address's failed sign-in targets no user: {"type": "user", "id": null}.
+    transaction.pending[object()] = Pending(action, "user", target, None, actor)
+
+
+# The session events ----------------------------------------------------------------------------
+
+
+def _role_entry(
+    transaction: Transaction,
+    actor: User,
+    user_id: uuid.UUID,
+    role: str,
+    location: Location | None,
+    verb: str,
+    changes: dict[str, list[Any]],
+) -> None:
+    if verb == "grant" and (user_id, role, location.id if location else None) in (
+        transaction.accepted
+    ):
+        verb = "accept"
+    # A user the same transaction created is recorded here, not by an entry of its own.
+    created = next(
+        (
+            key
+            for key, entry in transaction.pending.items()
+            if entry.action == "user.create" and entry.target.id == user_id
+        ),
+        None,
+    )
+    if created is not None:
+        changes = {**transaction.pending.pop(created).changes, **changes}
+    key = ("role", user_id, role, location.id if location else None)
+    transaction.pending[key] = Pending(
+        f"{role}.{verb}", "user", user_id, location, actor, changes=changes
+    )
+
+
+def _roles(transaction: Transaction, actor: User, obj: Any, state: str) -> None:
+    """Entries for the rows that hold roles: memberships, the super flag, offers."""
+    if isinstance(obj, RoleGrant):
+        role = obj.role.value
+        if state == "new":
+            location = _get(Location, obj.location_id)
+            _role_entry(
+                transaction, actor, obj.user_id, role, location, "grant", {"pending": [None, role]}
+            )
+        elif state == "dirty" and inspect(obj).attrs.used_at.history.added:
+            transaction.accepted.add((obj.user_id, role, obj.location_id))
+    elif isinstance(obj, Membership):
+        location = obj.location if obj.location is not None else _get(Location, obj.location_id)
+        if state == "deleted":
+            role = obj.role.value
+            _role_entry(
+                transaction, actor, obj.user_id, role, location, "remove", {"role": [role, None]}
+            )
+            return
+        old, new = (None, obj.role) if state == "new" else _values(obj, "role")
+        if old != new:
+            _role_entry(
+                transaction,
+                actor,
+                obj.user_id,
+                new.value,
+                location,
+                "grant",
+                {"role": [shown(old), new.value]},
+            )
+    elif isinstance(obj, User) and state == "dirty":
+        old, new = _values(obj, "is_super")
+        if old is not None and old != new:
+            verb, change = ("grant", [None, "super"]) if new else ("remove", ["super", None])
+            _role_entry(transaction, actor, obj.id, "super", None, verb, {"role": change})
+
+
+@event.listens_for(Session, "before_flush")
+def _collect(session: Session, _context: Any, _instances: Any) -> None:
+    if not has_request_context():
+        return
+    states = {"new": session.new, "dirty": session.dirty, "deleted": session.deleted}
+    objects = [
+        (obj, state)
+        for state, objs in states.items()
+        for obj in objs
+        if type(obj) in AUDITED or isinstance(obj, (Membership, RoleGrant))
+    ]
+    if not objects:
+        return
+    transaction = _transaction(session)
+    actor = signed_in()
+    # Grants first: an accepted offer names the role the same flush gives.
+    objects.sort(key=lambda item: not isinstance(item[0], RoleGrant))
+    for obj, state in objects:
+        if type(obj) is User and actor is None and state == "dirty":
+            _account(transaction, obj, obj)  # through its own mailed link
+            continue
+        if actor is None:
+            continue
+        _roles(transaction, actor, obj, state)
+        if type(obj) is User:
+            if state == "new":
+                changes = changes_of(obj, AUDITED[User], state)
+                transaction.pending[(obj, "create")] = Pending(
+                    "user.create", "user", obj, path_location(), actor, changes
+                )
+            elif state == "dirty":
+                _account(transaction, obj, actor)
+            continue
+        audited = AUDITED.get(type(obj))
+        if audited is None:
+            continue
+        changes = changes_of(obj, audited, state)
+        if state == "dirty" and not changes:
+            continue
+        verb = {"new": "create", "dirty": "update", "deleted": "delete"}[state]
+        key = (obj, "change")
+        if key in transaction.pending:
+            transaction.pending[key].merge(changes)
+            if state == "deleted":
+                transaction.pending[key].action = f"{audited.type}.delete"
+            continue
+        location = audited.location(obj) or path_location()
+        transaction.pending[key] = Pending(
+            f"{audited.type}.{verb}", audited.type, obj, location, actor, changes
+        )
+
+
+def _account(transaction: Transaction, user: User, actor: User) -> None:
+    """One entry for changes to an account's own fields, named by the most telling."""
+    if user.id in transaction.explained:
+        return
+    changes = changes_of(user, AUDITED[User], "dirty")
+    if not changes:
+        return
+    key = (user, "change")
+    if key in transaction.pending:
+        transaction.pending[key].merge(changes)
+        changes = transaction.pending[key].changes
+    action = next(
+        (f"user.{verb}" for attribute, verb in USER_ACTIONS if field_name(attribute) in changes),
+        "user.update",
+    )
+    if key in transaction.pending:
+        transaction.pending[key].action = action
+    else:
+        transaction.pending[key] = Pending(action, "user", user, path_location(), actor, changes)
+
+
+def _client_ip() -> str | None:
+    """The client's address (after PROXY_FIX_X_FOR), if it is one."""
+    try:
+        return str(ipaddress.ip_address(request.remote_addr or ""))
+    except ValueError:
+        return None
+
+
+@event.listens_for(Session, "before_commit")
+def _write(session: Session) -> None:
+    if not has_request_context() and "audit" not in session.info:
+        return
+    session.flush()  # what is still unflushed is collected too (the commit would flush it)
+    transaction = session.info.get("audit")
+    if transaction is None or not transaction.pending:
+        return
+    request_id = g.get("request_id") if has_request_context() else None
+    ip = _client_ip() if has_request_context() else None
+    for entry in transaction.pending.values():
+        target = entry.target
+        target_id = target if isinstance(target, uuid.UUID) else getattr(target, "id", None)
+        location = entry.location
+        session.add(
+            AuditEntry(
+                action=entry.action,
+                actor_id=entry.actor.id if entry.actor is not None else None,
+                actor_email=entry.actor.email if entry.actor is not None else None,
+                target_type=entry.target_type,
+                target_id=target_id,
+                target_slug=getattr(target, "slug", None),
+                location_id=location.id if location is not None else None,
+                location_slug=location.slug if location is not None else None,
+                changes=entry.changes,
+                request_id=request_id,
+                ip=ip,
+            )
+        )
+    del session.info["audit"]
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _forget(session: Session, transaction: SessionTransaction) -> None:
+    """A transaction that ended without writing its entries (rolled back, closed) takes
+    them along."""
+    if transaction.parent is None:
+        session.info.pop("audit", None)

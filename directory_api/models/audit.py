@@ -1,0 +1,57 @@
+"""The audit log (API.md 10): who changed what, written with the change it records."""
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Index, String, Uuid
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ..extensions import db
+from ..types import UTCDateTime, utcnow
+from .base import EMAIL_LENGTH, SLUG_LENGTH, IdMixin
+
+ACTION_LENGTH = 40
+
+
+class AuditEntry(IdMixin, db.Model):
+    """One privileged write, role change or sign-in event (audit.py writes them).
+
+    An entry names its actor, target and location by id and keeps what they were called
+    at the time (an e-mail, a slug): no foreign keys, so nothing that happens to them later
+    changes or removes the record. Nothing in the API updates or deletes a row; only
+    retention (`AUDIT_RETENTION_DAYS`) does.
+    """
+
+    __tablename__ = "audit_entries"
+    __table_args__ = (
+        # The default order (-at), retention, and each filter with that order.
+        Index("ix_audit_entries_at", "at", "id"),
+        Index("ix_audit_entries_location_at", "location_id", "at"),
+        Index("ix_audit_entries_actor_at", "actor_id", "at"),
+        Index("ix_audit_entries_action_at", "action", "at"),
+    )
+
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    actor_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    actor_email: Mapped[str | None] = mapped_column(String(EMAIL_LENGTH))
+    action: Mapped[str] = mapped_column(String(ACTION_LENGTH))
+    target_type: Mapped[str] = mapped_column(String(16))
+    target_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    target_slug: Mapped[str | None] = mapped_column(String(SLUG_LENGTH))
+    location_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    location_slug: Mapped[str | None] = mapped_column(String(SLUG_LENGTH))
+    # Field → [old, new], personal data of votes and passwords as "[redacted]".
+    changes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    request_id: Mapped[str | None] = mapped_column(String(128))
+    ip: Mapped[str | None] = mapped_column(String(45))  # an IPv6 address at its longest
+
+    @property
+    def actor(self) -> dict[str, Any] | None:
+        if self.actor_id is None:
+            return None
+        return {"id": self.actor_id, "email": self.actor_email}
+
+    @property
+    def target(self) -> dict[str, Any]:
+        return {"type": self.target_type, "id": self.target_id, "slug": self.target_slug}

@@ -1,0 +1,520 @@
+"""The audit log (API.md 10): one entry per privileged write, role change and sign-in event,
+in the transaction of the change, with personal data redacted; read by supers (all) and
+owners (their location's), never changed through the API.
+
+Who may read which list is the role matrix's; here is what the entries say.
+"""
+
+import json
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from directory_api import audit
+from directory_api.extensions import db
+from directory_api.models import AuditEntry, Region, User, utcnow
+
+from .conftest import (
+    NEW_PASSWORD,
+    PROBLEM,
+    complete_reset,
+    invite,
+    link_in,
+    queued_mail,
+    register,
+    reset_token,
+    signed_in,
+    start_reset,
+)
+from .factories import PASSWORD, make_category, make_listing, make_region, make_social
+
+VOTE = {
+    "yourName": "Vera Voter",
+    "yourEmail": "vera.voter@example.org",
+    "yourPhone": "+44 700 900 123",
+    "businessName": "Harbour Works",
+    "businessBranch": "Quay",
+    "voteBody": "Fair shifts.",
+    "yourPosition": "Clerk",
+}
+PERSONAL = ("Vera Voter", "vera.voter@example.org", "+44 700 900 123")
+
+
+@pytest.fixture
+def read(clients):
+    """Every entry a super sees, newest first (as many as a test makes)."""
+
+    def read(path: str = "/audit/", **params) -> list[dict]:
+        response = clients["super"].get(path, query_string={"perPage": 100, **params})
+        assert response.status_code == 200, response.get_json()
+        return response.get_json()["items"]
+
+    return read
+
+
+@pytest.fixture
+def left_by(read):
+    """The entries the request behind a response left, told apart by its X-Request-ID."""
+
+    def left_by(response) -> list[dict]:
+        request_id = response.headers["X-Request-ID"]
+        return [entry for entry in read() if entry["requestId"] == request_id]
+
+    return left_by
+
+
+def actor(user) -> dict:
+    return {"id": str(user.id), "email": user.email}
+
+
+# Writes to resources -----------------------------------------------------------------------
+
+
+def test_creating_changing_and_deleting_a_region_leave_one_entry_each(clients, world, left_by):
+    sup = clients["super"]
+    created = sup.post("/regions/", json={"name": "North Coast"})
+    assert created.status_code == 201
+    region_id = created.get_json()["id"]
+    [entry] = left_by(created)
+    assert entry["action"] == "region.create"
+    assert entry["actor"] == actor(world["super"])
+    assert entry["target"] == {"type": "region", "id": region_id, "slug": "north-coast"}
+    assert entry["location"] is None
+    assert entry["changes"] == {"slug": [None, "north-coast"], "name": [None, "North Coast"]}
+    assert entry["ip"] == "127.0.0.1"
+    assert entry["at"].endswith("Z")
+
+    renamed = sup.put("/regions/slug/north-coast", json={"name": "Northern Coast", "slug": "nc"})
+    assert renamed.status_code == 200
+    [entry] = left_by(renamed)
+    assert entry["action"] == "region.update"
+    assert entry["target"] == {"type": "region", "id": region_id, "slug": "nc"}
+    assert entry["changes"] == {
+        "slug": ["north-coast", "nc"],
+        "name": ["North Coast", "Northern Coast"],
+    }
+
+    deleted = sup.delete("/regions/slug/nc")
+    assert deleted.status_code == 204
+    [entry] = left_by(deleted)
+    assert (entry["action"], entry["target"]["slug"]) == ("region.delete", "nc")
+    assert entry["changes"] == {"slug": ["nc", None], "name": ["Northern Coast", None]}
+
+
+def test_a_category_entry_names_its_parent_by_slug(clients, world, left_by):
+    make_category("food")
+    make_category("drink")
+    sup = clients["super"]
+    created = sup.post("/categories/", json={"name": "Cafes", "parent": "food"})
+    assert created.status_code == 201
+    [entry] = left_by(created)
+    assert entry["changes"]["parent"] == [None, "food"]
+    moved = sup.put("/categories/", json={"slug": "cafes", "parent": "drink"})
+    assert moved.status_code == 200, moved.get_json()
+    [entry] = left_by(moved)
+    assert (entry["action"], entry["changes"]) == ("category.update", {"parent": ["food", "drink"]})
+
+
+def test_an_update_that_changes_nothing_leaves_no_entry(clients, world, left_by):
+    make_region("north", "North")
+    same = clients["super"].put("/regions/slug/north", json={"name": "North"})
+    assert same.status_code == 200
+    assert left_by(same) == []
+
+
+def test_a_listing_entry_names_its_location_and_shows_related_rows_by_slug(clients, world, left_by):
+    parent = make_category("food")
+    make_category("cafes", parent=parent)
+    make_category("bakeries", parent=parent)
+    make_social("instagram")
+    admin = clients["admin"]
+    created = admin.post(
+        "/locations/harbour/businesses/",
+        json={
+            "name": "Quay Café",
+            "subcategory": "cafes",
+            "socials": [{"social": "instagram", "url": "https://instagram.com/quay"}],
+        },
+    )
+    assert created.status_code == 201, created.get_json()
+    [entry] = left_by(created)
+    assert entry["action"] == "business.create"
+    assert entry["actor"] == actor(world["admin"])
+    assert entry["location"] == "harbour"
+    assert entry["target"] == {
+        "type": "business",
+        "id": created.get_json()["id"],
+        "slug": "quay-cafe",
+    }
+    assert entry["changes"] == {
+        "slug": [None, "quay-cafe"],
+        "name": [None, "Quay Café"],
+        "subcategory": [None, "cafes"],
+        "socials": [None, [{"social": "instagram", "url": "https://instagram.com/quay"}]],
+    }
+
+    changed = admin.put(
+        "/locations/harbour/businesses/",
+        json={"slug": "quay-cafe", "subcategory": "bakeries", "socials": [], "phone": "+44 1"},
+    )
+    assert changed.status_code == 200, changed.get_json()
+    [entry] = left_by(changed)
+    assert entry["action"] == "business.update"
+    assert entry["changes"] == {
+        "subcategory": ["cafes", "bakeries"],
+        "phone": [None, "+44 1"],
+        "socials": [[{"social": "instagram", "url": "https://instagram.com/quay"}], None],
+    }
+
+
+def test_an_owner_changing_their_location_is_recorded_there(clients, world, left_by, read):
+    changed = clients["owner"].put("/locations/slug/harbour", json={"description": "By the sea."})
+    assert changed.status_code == 200, changed.get_json()
+    [entry] = left_by(changed)
+    assert entry["action"] == "location.update"
+    assert entry["location"] == "harbour"
+    assert entry["target"]["slug"] == "harbour"
+    assert entry["changes"] == {"description": [None, "By the sea."]}
+
+
+def test_each_row_of_a_csv_import_is_one_entry_and_a_dry_run_none(clients, world, left_by):
+    text = "name,phone\nAlpha,+44 1\nBeta,\n"
+    headers = {"Content-Type": "text/csv"}
+    path = "/locations/harbour/employers/import"
+    dry = clients["admin"].post(path + "?dryRun=true", data=text, headers=headers)
+    assert dry.status_code == 200
+    assert left_by(dry) == []
+    imported = clients["admin"].post(path, data=text, headers=headers)
+    assert imported.status_code == 200, imported.get_json()
+    entries = left_by(imported)
+    assert sorted((e["action"], e["target"]["slug"]) for e in entries) == [
+        ("employer.create", "alpha"),
+        ("employer.create", "beta"),
+    ]
+    assert all(entry["location"] == "harbour" for entry in entries)
+
+
+# Votes: moderation is recorded, the voter's personal data never ---------------------------
+
+
+def test_votes_entered_moderated_and_deleted_by_staff_never_show_personal_data(
+    clients, world, left_by, read
+):
+    admin = clients["admin"]
+    created = admin.post("/locations/harbour/votes/", json=VOTE)
+    assert created.status_code == 201, created.get_json()
+    vote_id = created.get_json()["id"]
+    [entry] = left_by(created)
+    assert entry["action"] == "vote.create"
+    assert entry["target"] == {"type": "vote", "id": vote_id, "slug": None}
+    assert entry["location"] == "harbour"
+    for field in ("yourName", "yourEmail", "yourPhone"):
+        assert entry["changes"][field] == ["[redacted]", "[redacted]"]
+    assert entry["changes"]["voteBody"] == [None, "Fair shifts."]
+
+    moderated = admin.put(
+        "/locations/harbour/votes/",
+        json={"id": vote_id, "active": True, "yourEmail": "other@example.org"},
+    )
+    assert moderated.status_code == 200, moderated.get_json()
+    [entry] = left_by(moderated)
+    assert entry["action"] == "vote.update"
+    assert entry["changes"] == {
+        "active": [False, True],
+        "yourEmail": ["[redacted]", "[redacted]"],
+    }
+
+    deleted = admin.delete("/locations/harbour/votes/", json={"id": vote_id})
+    assert deleted.status_code == 204
+    [entry] = left_by(deleted)
+    assert entry["action"] == "vote.delete"
+
+    everything = json.dumps(read())
+    for personal in (*PERSONAL, "other@example.org"):
+        assert personal not in everything
+    stored = json.dumps([row.changes for row in db.session.scalars(select(AuditEntry))])
+    assert not any(personal in stored for personal in PERSONAL)
+
+
+def test_the_publics_votes_and_receipts_are_not_privileged_writes(app, clients, world, read):
+    make_listing("employer", world["harbour"], "harbour-works", name="Harbour Works")
+    before = len(read())
+    public = app.test_client()
+    submitted = public.post("/locations/harbour/votes/submit/employer", json=VOTE)
+    assert submitted.status_code == 201, submitted.get_json()
+    [receipt] = queued_mail(template="vote_receipt")
+    confirmed = public.post(f"/votes/confirm/{link_in(receipt.body, '/votes/confirm/')}")
+    assert confirmed.status_code == 200
+    assert len(read()) == before
+
+
+# Roles -------------------------------------------------------------------------------------
+
+
+def test_inviting_a_new_address_is_one_grant_that_names_the_new_account(clients, world, left_by):
+    invited = clients["super"].post(
+        "/locations/harbour/owners/", json={"email": "new.owner@example.com", "name": "Nora"}
+    )
+    assert invited.status_code == 201, invited.get_json()
+    [entry] = left_by(invited)
+    assert entry["action"] == "owner.grant"
+    assert entry["target"] == {"type": "user", "id": invited.get_json()["id"], "slug": None}
+    assert entry["location"] == "harbour"
+    assert entry["changes"] == {
+        "email": [None, "new.owner@example.com"],
+        "name": [None, "Nora"],
+        "role": [None, "owner"],
+    }
+
+
+def test_an_offer_is_granted_then_accepted_by_its_user(app, clients, world, left_by):
+    offered = clients["owner"].post(
+        "/locations/harbour/admins/", json={"email": world["plain"].email}
+    )
+    assert offered.status_code == 201, offered.get_json()
+    [entry] = left_by(offered)
+    assert (entry["action"], entry["actor"]) == ("admin.grant", actor(world["owner"]))
+    assert entry["target"]["id"] == str(world["plain"].id)
+    assert entry["changes"] == {"pending": [None, "admin"]}
+
+    token = link_in(queued_mail(world["plain"].email)[-1].body, "/roles/accept/")
+    accepted = clients["plain"].post(f"/me/roles/accept/{token}")
+    assert accepted.status_code == 200, accepted.get_json()
+    [entry] = left_by(accepted)
+    assert (entry["action"], entry["actor"]) == ("admin.accept", actor(world["plain"]))
+    assert entry["location"] == "harbour"
+    assert entry["changes"] == {"role": [None, "admin"]}
+
+
+def test_removing_roles_and_super_rights(clients, world, left_by):
+    removed = clients["owner"].delete(f"/locations/harbour/admins/id/{world['admin'].id}")
+    assert removed.status_code == 204
+    [entry] = left_by(removed)
+    assert entry["action"] == "admin.remove"
+    assert entry["location"] == "harbour"
+    assert entry["changes"] == {"role": ["admin", None]}
+
+    invited = clients["super"].post("/supers/", json={"email": "second.super@example.com"})
+    assert invited.status_code == 201
+    [entry] = left_by(invited)
+    assert (entry["action"], entry["changes"]["role"]) == ("super.grant", [None, "super"])
+    revoked = clients["super"].delete(f"/supers/id/{invited.get_json()['id']}")
+    assert revoked.status_code == 204
+    [entry] = left_by(revoked)
+    assert (entry["action"], entry["changes"]) == ("super.remove", {"role": ["super", None]})
+
+
+# Accounts ----------------------------------------------------------------------------------
+
+
+def test_account_changes_are_named_and_passwords_never_shown(app, clients, world, left_by, read):
+    owner = clients["owner"]
+    renamed = owner.put(f"/me/id/{world['owner'].id}", json={"name": "Olga"})
+    [entry] = left_by(renamed)
+    assert (entry["action"], entry["changes"]) == ("user.update", {"name": [None, "Olga"]})
+
+    edited = owner.put(f"/locations/harbour/admins/id/{world['admin'].id}", json={"phone": "+1 2"})
+    assert edited.status_code == 200
+    [entry] = left_by(edited)
+    assert (entry["action"], entry["location"]) == ("user.update", "harbour")
+    assert entry["target"]["id"] == str(world["admin"].id)
+
+    changed = owner.post(
+        "/me/password-update",
+        json={"currentPassword": PASSWORD, "newPassword": NEW_PASSWORD},
+    )
+    assert changed.status_code == 204
+    [entry] = left_by(changed)
+    assert entry["action"] == "user.password_change"
+    assert entry["changes"] == {"password": ["[redacted]", "[redacted]"]}
+    assert "argon2" not in json.dumps(read())
+
+
+def test_self_service_through_mailed_links_is_recorded_with_the_account_as_actor(
+    app, clients, world, left_by
+):
+    public = app.test_client()
+    start_reset(public, world["owner"].email)
+    reset = complete_reset(public, reset_token(world["owner"].email))
+    assert reset.status_code == 204
+    [entry] = left_by(reset)
+    assert entry["action"] == "user.password_change"
+    assert entry["actor"] == actor(world["owner"])
+
+    user_id, token = invite(clients["super"], "newbie@example.com")
+    registered = register(app.test_client(), user_id, token, name="Newbie")
+    assert registered.status_code == 200
+    [entry] = left_by(registered)
+    assert entry["action"] == "user.password_change"
+    assert entry["actor"]["id"] == user_id
+    assert entry["changes"] == {
+        "password": ["[redacted]", "[redacted]"],
+        "name": [None, "Newbie"],
+    }
+
+    admin = clients["admin"]
+    asked = admin.post("/me/email-update", json={"email": "adm@new.example", "password": PASSWORD})
+    assert asked.status_code == 202
+    token = link_in(queued_mail("adm@new.example")[-1].body, "/email-update/")
+    confirmed = app.test_client().post(f"/me/email-update/{token}")
+    assert confirmed.status_code == 200
+    [entry] = left_by(confirmed)
+    assert entry["action"] == "user.email_change"
+    assert entry["changes"] == {"email": ["admin@example.com", "adm@new.example"]}
+
+
+# Sign-in events ----------------------------------------------------------------------------
+
+
+def test_sign_in_failed_sign_in_and_sign_out(app, clients, world, left_by):
+    client = app.test_client()
+    owner = world["owner"]
+    failed = client.post("/auth/login", json={"email": owner.email, "password": "wrong one!"})
+    assert failed.status_code == 401
+    [entry] = left_by(failed)
+    assert entry["action"] == "auth.login_failed"
+    assert entry["actor"] is None
+    assert entry["target"] == {"type": "user", "id": str(owner.id), "slug": None}
+
+    unknown = client.post("/auth/login", json={"email": "nobody@example.com", "password": "x"})
+    [entry] = left_by(unknown)
+    assert (entry["action"], entry["actor"]) == ("auth.login_failed", None)
+    assert entry["target"] == {"type": "user", "id": None, "slug": None}
+
+    signed = client.post("/auth/login", json={"email": owner.email, "password": PASSWORD})
+    assert signed.status_code == 200
+    [entry] = left_by(signed)
+    assert (entry["action"], entry["actor"]) == ("auth.login", actor(owner))
+    assert entry["changes"] == {}
+
+    out = client.post("/auth/logout")
+    assert out.status_code == 204
+    [entry] = left_by(out)
+    assert (entry["action"], entry["actor"]) == ("auth.logout", actor(owner))
+
+
+def test_a_sign_in_that_rehashes_the_password_is_only_a_sign_in(app_factory, world):
+    before = world["owner"].password_hash
+    stronger = app_factory(ARGON2_TIME_COST=2)  # the stored hash is now too cheap
+    with stronger.app_context():
+        signed_in(stronger, "owner@example.com")
+        owner = db.session.scalar(select(User).where(User.email == "owner@example.com"))
+        assert owner.password_hash != before  # rehashed
+        actions = db.session.scalars(select(AuditEntry.action)).all()
+    assert actions == ["auth.login"]
+
+
+# One transaction ---------------------------------------------------------------------------
+
+
+def test_a_refused_write_leaves_no_entry(clients, world, read):
+    make_region("north")
+    before = read()
+    taken = clients["super"].post("/regions/", json={"name": "North", "slug": "north"})
+    assert taken.status_code == 409
+    invalid = clients["super"].post("/regions/", json={"name": ""})
+    assert invalid.status_code == 422
+    assert read() == before
+
+
+def test_an_entry_that_cannot_be_written_takes_its_change_along(clients, world, monkeypatch):
+    def unwritable(**values):
+        return AuditEntry(**{**values, "action": None})  # NOT NULL: the insert fails
+
+    assert clients["super"]  # signed in before the log breaks
+    monkeypatch.setattr(audit, "AuditEntry", unwritable)
+    failed = clients["super"].post("/regions/", json={"name": "South"})
+    assert failed.status_code == 409  # the database refused the entry
+    assert failed.headers["Content-Type"] == PROBLEM
+    db.session.rollback()
+    assert db.session.scalar(select(Region).where(Region.slug == "south")) is None
+
+
+# Reading -----------------------------------------------------------------------------------
+
+
+def test_owners_see_their_locations_entries_only(clients, world, read):
+    assert clients["admin"].post("/locations/harbour/businesses/", json={"name": "A"}).status_code
+    assert clients["other_admin"].post("/locations/hill/businesses/", json={"name": "B"})
+    harbour = clients["owner"].get("/locations/harbour/audit/").get_json()
+    assert [(e["action"], e["location"]) for e in harbour["items"]] == [
+        ("business.create", "harbour")
+    ]
+    assert harbour["total"] == 1
+    hill = read("/locations/hill/audit/")
+    assert [e["target"]["slug"] for e in hill] == ["b"]
+    # The location filter is the path's at one location.
+    refused = clients["owner"].get("/locations/harbour/audit/?location=hill")
+    assert refused.status_code == 422
+
+
+def test_filters_and_order(clients, world, read):
+    sup = clients["super"]
+    for name in ("One", "Two", "Three"):
+        assert sup.post("/regions/", json={"name": name}).status_code == 201
+    created = read(action="region.create")
+    assert [e["target"]["slug"] for e in created] == ["three", "two", "one"]  # newest first
+    assert [e["target"]["slug"] for e in read(action="region.create", sort="at")] == [
+        "one",
+        "two",
+        "three",
+    ]
+    by_super = read(actor=str(world["super"].id))
+    assert {e["action"] for e in by_super} == {"auth.login", "region.create"}
+    assert read(actor=str(world["owner"].id)) == []
+    assert read(location="nowhere") == []
+
+    second = created[1]["at"]
+    assert [e["target"]["slug"] for e in read(action="region.create", since=second)] == [
+        "three",
+        "two",
+    ]
+    assert [e["target"]["slug"] for e in read(action="region.create", until=second)] == [
+        "two",
+        "one",
+    ]
+    today = utcnow().date().isoformat()
+    assert len(read(action="region.create", until=today)) == 3  # a date: the whole day
+    assert read(action="region.create", since=(utcnow() + timedelta(days=1)).isoformat()) == []
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "since=yesterday",
+        "until=2026-02-30",
+        "since=0999-01-01",
+        "since=2026-11-23T10:00:00%2B24:00",
+        "until=2026-11-23T25:00",
+        "actor=not-a-uuid",
+        "location=Not%20A%20Slug",
+        "sort=actor",
+        "action=",
+    ],
+)
+def test_bad_filters_are_422(clients, world, query):
+    response = clients["super"].get(f"/audit/?{query}")
+    assert response.status_code == 422, response.get_json()
+    assert response.headers["Content-Type"] == PROBLEM
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
+@pytest.mark.parametrize("path", ["/audit/", "/locations/harbour/audit/"])
+def test_entries_cannot_be_changed_through_the_api(clients, world, read, method, path):
+    before = read()
+    response = clients["super"].open(path, method=method, json={})
+    assert response.status_code == 405
+    assert read() == before
+
+
+def test_retention_deletes_entries_older_than_the_setting(app, clients, world, read):
+    clients["super"].post("/regions/", json={"name": "Kept"})
+    db.session.add(
+        AuditEntry(action="region.create", target_type="region", at=utcnow() - timedelta(days=401))
+    )
+    db.session.commit()
+    result = app.test_cli_runner().invoke(args=["retention", "run"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["auditEntriesDeleted"] == 1
+    assert {e["action"] for e in read()} == {"auth.login", "region.create"}
