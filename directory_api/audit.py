@@ -8,18 +8,20 @@
   write that fails leaves no entry, and an entry that fails leaves no write. A rollback
   forgets them.
 - Roles are entries of their own (`owner.grant`, `admin.remove`, `super.accept` …), from
-  the rows that hold them: memberships, the super flag, pending offers. A user that an
-  invitation creates is recorded in the grant that created it.
+  the rows that hold them: memberships, the super flag, offers. An invitation that creates
+  an account is recorded as its grant. Accepting an offer is an entry even when it
+  changes nothing.
 - Sign-in, failed sign-in and sign-out change no audited field: the views say so with
   `record` (and a failed sign-in commits its entry before answering 401).
 
-Whose change: the signed-in user's. With nobody signed in, only changes to an account
-made through its own mailed link (registration, password reset, e-mail change) are
-recorded, with that account as the actor; the public's votes and receipts are not
-privileged writes and are not recorded.
+Whose change: the signed-in user's. A password or an address is changed only by its
+account (with its password or through a mailed link), which is then the actor. With nobody
+signed in, only such changes to an account are recorded; the public's votes and receipts
+are not privileged writes and are not recorded.
 
 Personal data never enters an entry: a vote's `yourName`, `yourEmail`, `yourPhone` and
-every password show `["[redacted]", "[redacted]"]` when they change.
+every password show `["[redacted]", "[redacted]"]` when they change. Changes to a user's
+own details belong to no location, so only supers see them.
 """
 
 import enum
@@ -156,32 +158,33 @@ def shown(value: Any) -> Any:
 # Reading the changes ------------------------------------------------------------------------
 
 
-def _values(obj: Any, attribute: str) -> tuple[Any, Any]:
+def _values(obj: Any, attribute: str) -> tuple[Any, Any] | None:
     """(old, new) of one attribute of a changed object, as the database had it and as it
-    will have it after this flush."""
+    will have it after this flush; None when it did not change. An attribute that did not
+    change is never read: reading an unloaded one would cost a query per object."""
     attr = inspect(obj).attrs[attribute]
-    history = attr.history
+    history = attr.history  # never loads anything
     prop = inspect(type(obj)).relationships.get(attribute)
-    if prop is not None:
-        if prop.uselist:  # socials: the whole list, before and after
-            if not history.has_changes():
-                return attr.value, attr.value
-            before = sorted([*history.unchanged, *history.deleted], key=lambda s: s.position)
-            return before, attr.value
-        if history.has_changes():
-            old = history.deleted[0] if history.deleted else _related_before(obj, prop)
-            return old, attr.value
-        # Not assigned: its foreign key may have been (an id set directly).
-        column = next(iter(prop.local_columns)).key
-        column_history = inspect(obj).attrs[column].history
-        if not column_history.has_changes():
-            return attr.value, attr.value
-        target = prop.mapper.class_
-        old_id = column_history.deleted[0] if column_history.deleted else None
-        return _get(target, old_id), _get(target, getattr(obj, column))
-    if not history.has_changes():
-        return attr.value, attr.value
-    return (history.deleted[0] if history.deleted else None), attr.value
+    if prop is None:
+        if not history.has_changes():
+            return None
+        return (history.deleted[0] if history.deleted else None), attr.value
+    if prop.uselist:  # socials: the whole list, before and after
+        if not history.has_changes():
+            return None
+        before = sorted([*history.unchanged, *history.deleted], key=lambda link: link.position)
+        return before, attr.value
+    if history.has_changes():
+        old = history.deleted[0] if history.deleted else _related_before(obj, prop)
+        return old, attr.value
+    # Not assigned: its foreign key may have been (an id set directly).
+    column = next(iter(prop.local_columns)).key
+    column_history = inspect(obj).attrs[column].history
+    if not column_history.has_changes():
+        return None
+    target = prop.mapper.class_
+    old_id = column_history.deleted[0] if column_history.deleted else None
+    return _get(target, old_id), _get(target, getattr(obj, column))
 
 
 def _related_before(obj: Any, prop: Any) -> Any:
@@ -202,8 +205,10 @@ def changes_of(obj: Any, audited: Audited, state: str) -> dict[str, list[Any]]:
             old, new = None, getattr(obj, attribute)
         elif state == "deleted":
             old, new = getattr(obj, attribute), None
+        elif (values := _values(obj, attribute)) is not None:
+            old, new = values
         else:
-            old, new = _values(obj, attribute)
+            continue
         old, new = shown(old), shown(new)
         if old == new:
             continue
@@ -243,8 +248,8 @@ class Transaction:
     """What one transaction has to record so far."""
 
     pending: dict[Any, Pending] = field(default_factory=dict)
-    # Accounts a sign-in event explains: their sign-in bookkeeping is no entry of its own.
-    explained: set[uuid.UUID] = field(default_factory=set)
+    # Accounts signing in: their sign-in bookkeeping (a password rehash) is no entry.
+    signing_in: set[uuid.UUID] = field(default_factory=set)
     # (user id, role, location id) of offers accepted in this transaction.
     accepted: set[tuple[Any, str, Any]] = field(default_factory=set)
 
@@ -261,12 +266,15 @@ def signed_in() -> User | None:
     return None
 
 
-def record(action: str, target: User | None, actor: User | None = None) -> None:
+def record(
+    action: str, target: User | None, actor: User | None = None, *, sign_in: bool = False
+) -> None:
     """An entry for an event that changes no audited field (sign-in, failed sign-in,
-    sign-out), written with the transaction's next commit."""
+    sign-out), written with the transaction's next commit. With `sign_in`, what signing in
+    changes of the account (a password rehash) is part of this event, not an entry."""
     transaction = _transaction(db.session())
-    if target is not None:  # its sign-in bookkeeping (a rehash) is part of this event
-        transaction.explained.add(target.id)
+    if sign_in and target is not None:
+        transaction.signing_in.add(target.id)
         transaction.pending.pop((target, "change"), None)
     # An unknown address's failed sign-in targets no user: {"type": "user", "id": null}.
     transaction.pending[object()] = Pending(action, "user", target, None, actor)
@@ -284,62 +292,49 @@ def _role_entry(
     verb: str,
     changes: dict[str, list[Any]],
 ) -> None:
-    if verb == "grant" and (user_id, role, location.id if location else None) in (
-        transaction.accepted
-    ):
+    """One entry per user, role and place in a transaction; a role an accepted offer gives
+    is its acceptance."""
+    place = location.id if location is not None else None
+    if verb == "grant" and (user_id, role, place) in transaction.accepted:
         verb = "accept"
-    # A user the same transaction created is recorded here, not by an entry of its own.
-    created = next(
-        (
-            key
-            for key, entry in transaction.pending.items()
-            if entry.action == "user.create" and entry.target.id == user_id
-        ),
-        None,
-    )
-    if created is not None:
-        changes = {**transaction.pending.pop(created).changes, **changes}
-    key = ("role", user_id, role, location.id if location else None)
-    transaction.pending[key] = Pending(
-        f"{role}.{verb}", "user", user_id, location, actor, changes=changes
-    )
+    key = ("role", user_id, role, place)
+    entry = transaction.pending.get(key)
+    if entry is None:
+        transaction.pending[key] = Pending(
+            f"{role}.{verb}", "user", user_id, location, actor, changes=changes
+        )
+    else:
+        entry.merge(changes)
+        entry.action = f"{role}.{verb}"
 
 
 def _roles(transaction: Transaction, actor: User, obj: Any, state: str) -> None:
     """Entries for the rows that hold roles: memberships, the super flag, offers."""
     if isinstance(obj, RoleGrant):
         role = obj.role.value
+        location = _get(Location, obj.location_id)
         if state == "new":
-            location = _get(Location, obj.location_id)
-            _role_entry(
-                transaction, actor, obj.user_id, role, location, "grant", {"pending": [None, role]}
-            )
+            offer = {"pending": [None, role]}
+            _role_entry(transaction, actor, obj.user_id, role, location, "grant", offer)
         elif state == "dirty" and inspect(obj).attrs.used_at.history.added:
+            # Accepted: an entry even when the user held the role already.
             transaction.accepted.add((obj.user_id, role, obj.location_id))
+            _role_entry(transaction, actor, obj.user_id, role, location, "accept", {})
     elif isinstance(obj, Membership):
         location = obj.location if obj.location is not None else _get(Location, obj.location_id)
         if state == "deleted":
             role = obj.role.value
-            _role_entry(
-                transaction, actor, obj.user_id, role, location, "remove", {"role": [role, None]}
-            )
+            removed = {"role": [role, None]}
+            _role_entry(transaction, actor, obj.user_id, role, location, "remove", removed)
             return
-        old, new = (None, obj.role) if state == "new" else _values(obj, "role")
-        if old != new:
-            _role_entry(
-                transaction,
-                actor,
-                obj.user_id,
-                new.value,
-                location,
-                "grant",
-                {"role": [shown(old), new.value]},
-            )
-    elif isinstance(obj, User) and state == "dirty":
-        old, new = _values(obj, "is_super")
-        if old is not None and old != new:
-            verb, change = ("grant", [None, "super"]) if new else ("remove", ["super", None])
-            _role_entry(transaction, actor, obj.id, "super", None, verb, {"role": change})
+        values = (None, obj.role) if state == "new" else _values(obj, "role")
+        if values is not None:
+            old, new = values
+            given = {"role": [shown(old), new.value]}
+            _role_entry(transaction, actor, obj.user_id, new.value, location, "grant", given)
+    elif isinstance(obj, User) and (values := _values(obj, "is_super")) is not None:
+        verb, change = ("grant", [None, "super"]) if values[1] else ("remove", ["super", None])
+        _role_entry(transaction, actor, obj.id, "super", None, verb, {"role": change})
 
 
 @event.listens_for(Session, "before_flush")
@@ -357,24 +352,19 @@ def _collect(session: Session, _context: Any, _instances: Any) -> None:
         return
     transaction = _transaction(session)
     actor = signed_in()
-    # Grants first: an accepted offer names the role the same flush gives.
+    # Offers first: an accepted offer names the role the same flush gives.
     objects.sort(key=lambda item: not isinstance(item[0], RoleGrant))
     for obj, state in objects:
-        if type(obj) is User and actor is None and state == "dirty":
-            _account(transaction, obj, obj)  # through its own mailed link
-            continue
-        if actor is None:
-            continue
-        _roles(transaction, actor, obj, state)
         if type(obj) is User:
-            if state == "new":
-                changes = changes_of(obj, AUDITED[User], state)
-                transaction.pending[(obj, "create")] = Pending(
-                    "user.create", "user", obj, path_location(), actor, changes
-                )
-            elif state == "dirty":
+            # A new account is recorded by the role it is invited to (its grant).
+            if state == "dirty":
+                if actor is not None:
+                    _roles(transaction, actor, obj, state)
                 _account(transaction, obj, actor)
             continue
+        if actor is None:
+            continue  # the public's writes (votes, receipts) are not privileged
+        _roles(transaction, actor, obj, state)
         audited = AUDITED.get(type(obj))
         if audited is None:
             continue
@@ -394,31 +384,40 @@ def _collect(session: Session, _context: Any, _instances: Any) -> None:
         )
 
 
-def _account(transaction: Transaction, user: User, actor: User) -> None:
-    """One entry for changes to an account's own fields, named by the most telling."""
-    if user.id in transaction.explained:
+def _account(transaction: Transaction, user: User, actor: User | None) -> None:
+    """One entry for changes to an account's own fields, named by the most telling.
+
+    A password or an address only its owner changes (with the current password or a mailed
+    link): the account is the actor, whoever else is signed in. Name and phone: whoever
+    changed them (the account itself, through a link, when nobody is signed in). These
+    entries belong to no location: a user's details are the supers' to see.
+    """
+    if user.id in transaction.signing_in:
         return
     changes = changes_of(user, AUDITED[User], "dirty")
     if not changes:
         return
     key = (user, "change")
-    if key in transaction.pending:
-        transaction.pending[key].merge(changes)
-        changes = transaction.pending[key].changes
+    entry = transaction.pending.get(key)
+    if entry is not None:
+        entry.merge(changes)
+        changes = entry.changes
     action = next(
         (f"user.{verb}" for attribute, verb in USER_ACTIONS if field_name(attribute) in changes),
         "user.update",
     )
-    if key in transaction.pending:
-        transaction.pending[key].action = action
+    who = actor if action == "user.update" and actor is not None else user
+    if entry is None:
+        transaction.pending[key] = Pending(action, "user", user, None, who, changes)
     else:
-        transaction.pending[key] = Pending(action, "user", user, path_location(), actor, changes)
+        entry.action, entry.actor = action, who
 
 
 def _client_ip() -> str | None:
-    """The client's address (after PROXY_FIX_X_FOR), if it is one."""
+    """The client's address (after PROXY_FIX_X_FOR), if it is one; without an IPv6 zone
+    (`%eth0`), which only names an interface of the host that saw it."""
     try:
-        return str(ipaddress.ip_address(request.remote_addr or ""))
+        return str(ipaddress.ip_address((request.remote_addr or "").split("%", 1)[0]))
     except ValueError:
         return None
 
@@ -427,6 +426,8 @@ def _client_ip() -> str | None:
 def _write(session: Session) -> None:
     if not has_request_context() and "audit" not in session.info:
         return
+    if session.in_nested_transaction():
+        return  # a savepoint: the entries go with the transaction's own commit
     session.flush()  # what is still unflushed is collected too (the commit would flush it)
     transaction = session.info.get("audit")
     if transaction is None or not transaction.pending:
@@ -434,6 +435,8 @@ def _write(session: Session) -> None:
     request_id = g.get("request_id") if has_request_context() else None
     ip = _client_ip() if has_request_context() else None
     for entry in transaction.pending.values():
+        if entry.action.endswith(".update") and not entry.changes:
+            continue  # changed, then changed back
         target = entry.target
         target_id = target if isinstance(target, uuid.UUID) else getattr(target, "id", None)
         location = entry.location

@@ -40,7 +40,7 @@ def login(data):
         user.password_hash = hash_password(data["password"])
     record_login(user)
     sign_in(user, remember=data["remember"])
-    audit.record("auth.login", target=user, actor=user)
+    audit.record("auth.login", target=user, actor=user, sign_in=True)
     db.session.commit()
     return user
 

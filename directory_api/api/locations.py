@@ -99,7 +99,13 @@ def delete_location(location: Location):
         .join(Membership, Membership.user_id == User.id)
         .where(Membership.location_id == location.id, User.status == UserStatus.INVITED)
     ).all()
-    db.session.delete(location)  # its memberships go with it (ON DELETE CASCADE)
+    # Its roles end one by one, so that each removal is recorded (audit.py); the database
+    # would also take them along (ON DELETE CASCADE), unseen.
+    for membership in db.session.scalars(
+        select(Membership).where(Membership.location_id == location.id)
+    ):
+        db.session.delete(membership)
+    db.session.delete(location)
     db.session.flush()
     for user in invited:
         drop_invitation_if_roleless(user)

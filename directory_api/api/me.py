@@ -5,6 +5,7 @@ import uuid
 from flask import Blueprint, session
 from flask_login import current_user
 
+from .. import audit
 from ..credentials import (
     find_user_by_email,
     give_role,
@@ -91,6 +92,7 @@ def register(data, user_id: uuid.UUID):
         user.name = data["name"]
     record_login(user)
     sign_in(user)
+    audit.record("auth.login", target=user, actor=user)  # besides its password_change
     db.session.commit()
     return user
 
