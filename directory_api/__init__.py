@@ -16,6 +16,7 @@ from config import get_config
 from . import audit, models, search, vote_integrity  # noqa: F401
 from .bodies import APIRequest
 from .caching import register_caching
+from .cors import ALLOWED_HEADERS, EXPOSED_HEADERS, MAX_AGE
 from .credentials import init_password_hasher
 from .crypto import init_keys
 from .endpoints import check_declared
@@ -29,16 +30,6 @@ from .slugs import SlugConverter
 from .timeouts import bound_postgresql, check_timeouts, database_engine_options, redis_options
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXPOSED_HEADERS = [
-    "ETag",
-    "Link",
-    "Location",
-    "Retry-After",
-    "X-Request-ID",
-    "X-RateLimit-Limit",
-    "X-RateLimit-Remaining",
-    "X-RateLimit-Reset",
-]
 
 
 def create_app(config_name: str | None = None, **overrides: Any) -> Flask:
@@ -169,8 +160,8 @@ def register_extensions(app: Flask) -> None:
             origins=app.config["CORS_ORIGINS"],
             supports_credentials=True,
             expose_headers=EXPOSED_HEADERS,
-            allow_headers=["Content-Type", "X-Request-ID", "Idempotency-Key"],
-            max_age=600,
+            allow_headers=ALLOWED_HEADERS,
+            max_age=MAX_AGE,
         )
 
 

@@ -37,6 +37,7 @@ from .bodies import (
     load_csv_text,
     load_query,
 )
+from .cors import from_any_page
 from .idempotency import idempotent as honour_idempotency_key
 from .pagination import Page, page_answer
 
@@ -45,9 +46,11 @@ from .pagination import Page, page_answer
 class Endpoint:
     """What a view takes, who may call it and what it answers (see the module docstring).
 
-    `responses` adds success answers (status → schema or None); `conflicts`: may answer
-    409; `not_found`: 404 beyond what its path parameters imply (a target named in the
-    body); `failures`: other problem answers (status → description); `path`: JSON Schema
+    `responses` adds success answers (status → schema or None); `public`: what an
+    anonymous caller (or one without access) sees of `response`, where signing in shows
+    more (the view answers it with `Answer(schema=…)`); `conflicts`: may answer 409;
+    `not_found`: 404 beyond what its path parameters imply (a target named in the body);
+    `failures`: other problem answers (status → description); `path`: JSON Schema
     keywords a path parameter has beyond what its converter implies (name → keywords).
     """
 
@@ -69,6 +72,10 @@ class Endpoint:
             return frozenset({CSV_MIMETYPE})
         return JSON_ONLY | FORM_MIMETYPES if self.forms else JSON_ONLY
 
+    public: type[Schema] | None = None
+    # A page on any site may post it (a public form): no cross-site refusal, CORS for any
+    # origin without credentials, and the caller counts as signed out.
+    cross_site: bool = False
     idempotent: bool = False
     limits: Sequence[Callable[[Callable], Callable]] = ()
     responses: Mapping[int, type[Schema] | None] = field(default_factory=dict)
@@ -159,6 +166,8 @@ def endpoint(
             check_access(declaration.access, path.get("location"))
             return guarded(**path)
 
+        if declaration.cross_site:
+            wrapper = from_any_page(wrapper)
         DECLARATIONS[wrapper] = declaration
         return wrapper
 

@@ -45,6 +45,14 @@ WITH_BODY = {
 WITH_QUERY = {422: "Invalid query parameters (see `errors`)."}
 PROTECTED = {401: "Not signed in.", 403: "Signed in without the role, or a cross-site request."}
 UNSAFE = {403: "A cross-site request (foreign Origin) is refused."}
+PUBLIC_VIEW_TEXT = (
+    "Public. Signed in with access to the location (its owners and admins, supers), the "
+    "answer shows more: the fields marked staff-only are present only then."
+)
+FORMS_TEXT = (
+    "JSON, or the same fields as a form: `application/x-www-form-urlencoded` (as documented) "
+    "or `multipart/form-data`."
+)
 
 
 class ProblemSchema(Schema):
@@ -183,7 +191,19 @@ def csv_body(rows: type[Schema]) -> dict[str, Any]:
     }
 
 
-def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
+@cache
+def form_schema(body: type[Schema]) -> type[Schema]:
+    """`body` under a name of its own for form fields: a generated client tells the media
+    types apart by their schemas (one schema under several would send all of them)."""
+    meta = type("Meta", (getattr(body, "Meta", object),), {"register": False})
+    return type(body.__name__ + "Form", (body,), {"Meta": meta})
+
+
+def operation(
+    view: Callable, method: str, rule: Rule, outputs: dict[type[Schema], set[str]]
+) -> dict[str, Any]:
+    """The operation object of `method` on `rule`. The output schemas it answers with go into
+    `outputs` (schema → the names of fields it does not always show)."""
     declared = declaration_of(view)
     if declared is None:
         raise LookupError(f"{rule.endpoint} ({method} {rule.rule}) is not declared with @endpoint")
@@ -198,6 +218,11 @@ def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
         op["description"] = "Requires: " + ROLE_TEXT[declared.access]
         op["x-required-role"] = str(declared.access)
         op["security"] = [{"cookieAuth": []}]
+    elif declared.public is not None:
+        op["description"] = PUBLIC_VIEW_TEXT
+        op["security"] = [{}, {"cookieAuth": []}]  # anyone; signed in, perhaps more
+    else:
+        op["security"] = []  # public
     parameters: list[dict[str, Any]] = []
     if declared.query is not None:
         parameters.append({"in": "query", "schema": declared.query})
@@ -209,10 +234,10 @@ def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
         op["requestBody"] = csv_body(declared.body)
     elif declared.body is not None:
         content = {"application/json": {"schema": declared.body}}
-        if declared.forms:
-            for media in ("application/x-www-form-urlencoded", "multipart/form-data"):
-                content[media] = {"schema": declared.body}
         op["requestBody"] = {"required": True, "content": content}
+        if declared.forms:
+            content["application/x-www-form-urlencoded"] = {"schema": form_schema(declared.body)}
+            op["requestBody"]["description"] = FORMS_TEXT
 
     success = {declared.status: declared.response, **declared.responses}
     for status, schema in success.items():
@@ -225,6 +250,14 @@ def operation(view: Callable, method: str, rule: Rule) -> dict[str, Any]:
         if declared.csv and status == declared.status:
             op["responses"][str(status)] = csv_answer(schema)  # type: ignore[arg-type]
             continue
+        shapes = schema if isinstance(schema, tuple) else (schema,)
+        for shape in shapes:
+            outputs.setdefault(shape, set())
+        if declared.public is not None and status == declared.status:
+            shown_to_all = {f.data_key or n for n, f in declared.public().fields.items()}
+            for shape in shapes:
+                everything = {f.data_key or n for n, f in shape().fields.items()}
+                outputs[shape] |= everything - shown_to_all
         paged = declared.paged and status == declared.status
         shown: Any = page_schema(schema) if paged else schema  # type: ignore[arg-type]
         if isinstance(shown, tuple):
@@ -267,8 +300,12 @@ def build_openapi(app: Flask) -> dict[str, Any]:
         plugins=[plugin],
         info={
             "description": "Regions, categories, socials, locations, businesses, employers, "
-            "accounts and votes. Errors are RFC 9457 problem details."
+            "accounts and votes. Errors are RFC 9457 problem details. Interactive "
+            "documentation of this document: /docs.",
+            "license": {"name": "Proprietary"},
         },
+        # Paths are relative to wherever the service is served.
+        servers=[{"url": "/", "description": "This service."}],
     )
     assert plugin.converter is not None
     plugin.converter.add_attribute_function(text_constraints)
@@ -283,6 +320,7 @@ def build_openapi(app: Flask) -> dict[str, Any]:
         },
     )
     paths: dict[str, dict[str, Any]] = {}
+    outputs: dict[type[Schema], set[str]] = {}
     for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
         view = app.view_functions[rule.endpoint]
         declared = declaration_of(view)  # operation() refuses a view without one
@@ -296,13 +334,46 @@ def build_openapi(app: Flask) -> dict[str, Any]:
         for parameter in entry["parameters"]:
             parameter["schema"].update(constraints.get(parameter["name"], {}))
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
-            entry["operations"][method.lower()] = operation(view, method, rule)
+            entry["operations"][method.lower()] = operation(view, method, rule, outputs)
     for path, entry in paths.items():
         document.path(path=path, operations=entry["operations"], parameters=entry["parameters"])
     result = document.to_dict()
     schemas = result["components"]["schemas"]
-    for key, name in plugin.converter.refs.items():
-        if issubclass(key[0], TargetSchema) and name in schemas:
-            # The body names its target by `id` or by its current `slug` (api/common.py).
-            schemas[name]["anyOf"] = [{"required": ["id"]}, {"required": ["slug"]}]
+    names = {key[0]: name for key, name in plugin.converter.refs.items() if name in schemas}
+    for schema, optional in outputs.items():
+        require_shown_fields(schemas, names[schema], optional)
+    for schema, name in names.items():
+        if issubclass(schema, TargetSchema):
+            # The body names its target by `id` or by its current `slug` (lookups.py). Said
+            # in words: as `anyOf` of two `required`, generated clients lose the body's type.
+            schemas[name]["description"] = TARGET_TEXT
     return result
+
+
+TARGET_TEXT = "Names its target by `id`, or by its current `slug` (one of the two is required)."
+
+
+def require_shown_fields(
+    schemas: dict[str, Any], name: str, optional: set[str] | frozenset[str] = frozenset()
+) -> None:
+    """An answer's schema lists every field it always shows as `required` (all but
+    `optional`), and so do the schemas nested in it: a generated client then types them
+    as present. Fields shown only to staff are described so."""
+    component = schemas[name]
+    properties = component.get("properties", {})
+    component["required"] = [field for field in properties if field not in optional]
+    for field in optional:
+        properties[field]["description"] = "Staff only: present for those with access."
+    for nested in _refs(properties):
+        if "required" not in schemas[nested]:
+            require_shown_fields(schemas, nested)
+
+
+def _refs(node: Any) -> list[str]:
+    """The names of the components a piece of the document refers to."""
+    if isinstance(node, dict):
+        found = [node["$ref"].rsplit("/", 1)[-1]] if "$ref" in node else []
+        return found + [name for value in node.values() for name in _refs(value)]
+    if isinstance(node, list):
+        return [name for value in node for name in _refs(value)]
+    return []

@@ -32,15 +32,27 @@ def origin_allowed(origin: str) -> bool:
 
 
 def refuse_cross_site() -> None:
-    """Cookies ride along on cross-site requests; refuse unsafe ones from foreign pages."""
+    """Cookies ride along on cross-site requests; refuse unsafe ones from foreign pages.
+
+    A public form's endpoint (`cross_site`) takes them, as from someone signed out: a
+    cookie that came along is not used.
+    """
     if request.method in SAFE_METHODS:
         return
     origin = request.headers.get("Origin")
     if origin is not None:
-        if not origin_allowed(origin):
-            abort(403, "Cross-site request refused: this origin is not allowed.")
-    elif request.headers.get("Sec-Fetch-Site") == "cross-site":
-        abort(403, "Cross-site request refused.")
+        foreign = not origin_allowed(origin)
+    else:
+        foreign = request.headers.get("Sec-Fetch-Site") == "cross-site"
+    if not foreign:
+        return
+    declaration = current_declaration()
+    if declaration is not None and declaration.cross_site:
+        g._login_user = current_app.login_manager.anonymous_user()  # Flask-Login's slot
+        return
+    if origin is not None:
+        abort(403, "Cross-site request refused: this origin is not allowed.")
+    abort(403, "Cross-site request refused.")
 
 
 def too_long_unannounced(limit: int) -> bool:
@@ -78,7 +90,8 @@ def add_security_headers(response: Response) -> Response:
     headers["X-Content-Type-Options"] = "nosniff"
     headers["Referrer-Policy"] = "no-referrer"
     headers["X-Frame-Options"] = "DENY"
-    headers["Content-Security-Policy"] = "default-src 'none'; frame-ancestors 'none'"
+    # Nothing answered is a page to render, but the documentation, which sets its own.
+    headers.setdefault("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
     return response
 
 

@@ -34,7 +34,7 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 from directory_api.extensions import db
 from directory_api.models import Region
 
-from .factories import PASSWORD, make_region, make_user
+from .factories import PASSWORD, make_location, make_region, make_user
 
 PAGE_DIR = Path(__file__).resolve().parent / "browser"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -160,6 +160,7 @@ def stack(app_factory, chromium, tmp_path) -> Iterator[Stack]:
         with app.app_context():
             make_user(SUPER_EMAIL, is_super=True)
             region_id = make_region("north", name="North").id
+            make_location("harbour", email="votes@harbour.example")
         server = make_server(
             "127.0.0.1", 0, app, threaded=True, request_handler=QuietWSGIRequestHandler
         )
@@ -180,6 +181,7 @@ def page_url(origin: str, stack: Stack, steps: str, **extra: str) -> str:
         "region": "north",
         "name": "North Coast",
         "steps": steps,
+        "location": "harbour",
         **extra,
     }
     return f"{origin}/frontend.html?{urlencode(query)}"
@@ -187,6 +189,16 @@ def page_url(origin: str, stack: Stack, steps: str, **extra: str) -> str:
 
 def run_browser(chromium: str, url: str, screenshot: Path, profile: Path, capsys) -> dict:
     """Load `url` in headless Chromium; answer the page's report and save a screenshot."""
+    dom = rendered_dom(chromium, url, screenshot, profile, capsys)
+    match = re.search(r'<pre id="results"[^>]*>(.*?)</pre>', dom, re.DOTALL)
+    assert match and match.group(1), f"no report from the page:\n{dom[-3000:]}"
+    report = json.loads(html.unescape(match.group(1)))
+    assert "crashed" not in report, report
+    return report
+
+
+def rendered_dom(chromium: str, url: str, screenshot: Path, profile: Path, capsys) -> str:
+    """Load `url` in headless Chromium, let everything load, and answer the DOM it made."""
     command = [
         chromium,
         "--headless=new",
@@ -213,14 +225,10 @@ def run_browser(chromium: str, url: str, screenshot: Path, profile: Path, capsys
     )
     with capsys.disabled():
         print(f"\nbrowser: {time.monotonic() - started:.1f} s, screenshot {screenshot}")
-    match = re.search(r'<pre id="results"[^>]*>(.*?)</pre>', finished.stdout, re.DOTALL)
-    assert finished.returncode == 0 and match and match.group(1), (
-        f"Chromium exited {finished.returncode} without the page's report:\n"
-        f"{finished.stdout[-3000:]}\n{finished.stderr[-3000:]}"
+    assert finished.returncode == 0, (
+        f"Chromium exited {finished.returncode}:\n{finished.stderr[-3000:]}"
     )
-    report = json.loads(html.unescape(match.group(1)))
-    assert "crashed" not in report, report
-    return report
+    return finished.stdout
 
 
 def region_row(stack: Stack) -> tuple[str, str]:
@@ -347,3 +355,39 @@ def test_unlisted_origin_cannot_read_answers_nor_change_anything(stack, chromium
     )
     assert (status, body["detail"]) == (403, REFUSED)
     assert region_row(stack) == ("north", "North")
+
+
+def test_the_docs_page_lists_the_operations_from_the_services_own_assets(
+    stack, chromium, tmp_path, capsys
+):
+    """API.md 13: /docs renders the document with assets the service ships (no CDN)."""
+    screenshot = stack.artifacts / "browser-docs.png"
+    dom = rendered_dom(chromium, f"{stack.api.origin}/docs", screenshot, tmp_path / "p", capsys)
+    # Swagger UI lists each operation with its method and path.
+    for method, path in [("get", "/regions/"), ("post", "/auth/login"), ("get", "/audit/")]:
+        assert re.search(
+            rf'opblock-summary-method">{method.upper()}<.*?data-path="{re.escape(path)}"',
+            dom,
+            re.DOTALL,
+        ), f"{method.upper()} {path} is not listed"
+    assert "Directory API" in dom
+    fetched = {entry["path"]: entry["status"] for entry in stack.recorder.seen}
+    assert fetched["/docs"] == 200
+    assert fetched["/openapi.json"] == 200
+    assert fetched["/docs/swagger-ui-bundle.js"] == 200
+    assert fetched["/docs/init.js"] == 200
+
+
+def test_a_public_vote_form_on_an_unlisted_site_submits_and_reads_the_answer(
+    stack, chromium, tmp_path, capsys
+):
+    """Issue 18: the submission uses no credentials, so any site's form may post it."""
+    url = page_url(stack.foreign.origin, stack, "vote")
+    screenshot = stack.artifacts / "browser-public-form.png"
+    report = run_browser(chromium, url, screenshot, tmp_path / "profile", capsys)
+    [vote] = report["results"]
+    assert vote["type"] == "cors"  # readable by the page
+    assert (vote["status"], vote["body"]) == (202, {"status": "queued"})
+    assert vote["requestId"]
+    [sent] = [e for e in stack.recorder.from_origin(stack.foreign.origin) if e["method"] == "POST"]
+    assert sent["cookie"] is None

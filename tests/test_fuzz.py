@@ -346,6 +346,9 @@ DEPENDS_ON_STATE = re.compile(
     r"|is a top-level category|is reserved; choose another slug|Cannot derive a slug"
     r"|This is already your address|Must not be the e-mail address|^Listed twice\.$"
     r"|commonly used or breached password"
+    # One of two fields (`id` or `slug`): said in the schema's description, not as `anyOf`,
+    # which generated clients cannot type.
+    r"|^Give the id or the current slug of the target\.$"
     # A date the pattern allows and the calendar does not (February 30th).
     r"|^There is no such day\.$"
 )

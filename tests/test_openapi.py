@@ -8,6 +8,8 @@ from openapi_spec_validator import validate
 from directory_api.endpoints import declaration_of
 from directory_api.openapi import openapi_path
 
+from .test_votes import FULL_KEYS, PUBLIC_KEYS
+
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH"}
 
 
@@ -50,12 +52,41 @@ def test_protected_operations_name_their_role_and_the_cookie(app, document):
     for rule, method in routes(app):
         op = document["paths"][openapi_path(rule)][method]
         access = declaration_of(app.view_functions[rule.endpoint]).access
+        declaration = declaration_of(app.view_functions[rule.endpoint])
         if access:
             assert op["x-required-role"] == access, rule.rule
             assert op["security"] == [{"cookieAuth": []}]
             assert {"401", "403"} <= set(op["responses"]), rule.rule
+        elif declaration.public is not None:  # signing in shows more (API.md 13)
+            assert op["security"] == [{}, {"cookieAuth": []}], rule.rule
         else:
-            assert "security" not in op, rule.rule
+            assert op["security"] == [], rule.rule  # public
+
+
+def test_the_votes_reads_show_staff_fields_only_to_staff(document):
+    paths = document["paths"]
+    for path in ("/locations/{slug}/votes/", "/locations/{slug}/votes/id/{vote_id}"):
+        assert paths[path]["get"]["security"] == [{}, {"cookieAuth": []}]
+    vote = document["components"]["schemas"]["VoteOut"]
+    staff_only = set(vote["properties"]) - set(vote["required"])
+    assert staff_only == FULL_KEYS - PUBLIC_KEYS  # what test_votes sees the two views show
+    assert all("Staff only" in vote["properties"][name]["description"] for name in staff_only)
+
+
+def test_answers_list_every_field_they_always_show_as_required(document):
+    """Generated clients type required fields as present (API.md 13)."""
+    schemas = document["components"]["schemas"]
+    for name in ("RegionOut", "ListingOut", "SocialLinkOut", "UserOut", "AuditEntryOut"):
+        assert set(schemas[name]["required"]) == set(schemas[name]["properties"]), name
+    for name, field in [("RegionOut", "createdAt"), ("UserOut", "lastLoginAt")]:
+        assert schemas[name]["properties"][field]["format"] == "date-time"
+    assert schemas["UserOut"]["properties"]["lastLoginAt"]["type"] == ["string", "null"]
+
+
+def test_the_document_has_servers_a_license_and_points_to_the_docs(document):
+    assert document["servers"] == [{"url": "/", "description": "This service."}]
+    assert document["info"]["license"] == {"name": "Proprietary"}
+    assert "/docs" in document["info"]["description"]
 
 
 @pytest.mark.parametrize(
@@ -111,7 +142,11 @@ def test_bodies_come_from_the_validating_schemas(document):
     assert "yourPosition" in employer["required"] and "yourPosition" not in btob["properties"]
     assert btoc["additionalProperties"] is False
     forms = document["paths"]["/locations/{slug}/votes/submit/btoc"]["post"]["requestBody"]
-    assert "application/x-www-form-urlencoded" in forms["content"]
+    # Form fields under a schema of their own: a generated client tells the two apart.
+    form = forms["content"]["application/x-www-form-urlencoded"]["schema"]["$ref"]
+    assert form.endswith("/BtocSubmissionForm")
+    assert schemas["BtocSubmissionForm"]["properties"] == btoc["properties"]
+    assert "multipart/form-data" in forms["description"]
     assert document["paths"]["/locations/{slug}/votes/submit/employer"]["post"]["responses"]["201"]
 
 
@@ -239,10 +274,13 @@ def test_problems_may_carry_extension_members(document):
     assert {"usedBy", "requestId", "fields"} <= set(problem["properties"])
 
 
-def test_delete_bodies_must_name_their_target(document):
-    target = document["components"]["schemas"]["Target"]
-    assert target["anyOf"] == [{"required": ["id"]}, {"required": ["slug"]}]
-    assert not conforms(target, {}) and conforms(target, {"slug": "cafes"})
+def test_bodies_that_name_a_target_say_so_in_words(document):
+    """As `anyOf` of two `required`, generated clients typed these bodies `Any`."""
+    schemas = document["components"]["schemas"]
+    for name in ("Target", "CategoryUpdate", "SocialUpdate", "ListingUpdate"):
+        assert "anyOf" not in schemas[name]
+        assert "one of the two is required" in schemas[name]["description"], name
+    assert conforms(schemas["Target"], {"slug": "cafes"})
 
 
 @pytest.mark.parametrize(
@@ -299,3 +337,50 @@ def test_accepting_a_role_offer_is_documented(document):
     op = document["paths"]["/me/roles/accept/{token}"]["post"]
     assert op["x-required-role"] == "login"
     assert {"200", "401", "404", "429"} <= set(op["responses"])
+
+
+def test_the_root_says_what_this_is_and_where_the_docs_are(client):
+    response = client.get("/")
+    assert response.status_code == 200
+    assert response.get_json() == {
+        "name": "Directory API",
+        "version": "1.0.0",
+        "docs": "/docs",
+        "openapi": "/openapi.json",
+    }
+
+
+def test_the_docs_page_uses_only_assets_the_service_serves(client):
+    page = client.get("/docs")
+    assert page.status_code == 200
+    assert page.mimetype == "text/html"
+    policy = page.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "connect-src 'self'" in policy
+    assert "frame-ancestors 'none'" in policy
+    text = page.get_data(as_text=True)
+    assert '"/docs/swagger-ui-bundle.js"' in text and '"/docs/init.js"' in text
+    assert 'data-url="/openapi.json"' in text
+    assert "//" not in text.replace("<!--", "")  # no other host: no CDN, works offline
+    script = client.get("/docs/swagger-ui-bundle.js")
+    assert script.status_code == 200
+    assert script.mimetype in {"text/javascript", "application/javascript"}
+    assert len(script.data) > 100_000
+    # Everywhere else the policy forbids everything.
+    assert client.get("/regions/").headers["Content-Security-Policy"] == (
+        "default-src 'none'; frame-ancestors 'none'"
+    )
+
+
+def test_docs_assets_are_revalidated_with_their_etag(client):
+    first = client.get("/docs/swagger-ui.css")
+    assert first.status_code == 200 and first.headers["ETag"]
+    again = client.get("/docs/swagger-ui.css", headers={"If-None-Match": first.headers["ETag"]})
+    assert again.status_code == 304 and again.data == b""
+
+
+def test_only_the_docs_own_assets_are_served(client):
+    assert client.get("/docs/").status_code == 200  # one endpoint with /docs, as every path
+    for path in ("/docs/index.html", "/docs/../config.py", "/docs/LICENSE", "/docs/docs.html"):
+        response = client.get(path)
+        assert response.status_code == 404, path
+        assert response.mimetype == "application/problem+json"

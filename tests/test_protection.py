@@ -7,7 +7,7 @@ import pytest
 from directory_api.models import Region
 
 from .conftest import signed_in
-from .factories import make_user
+from .factories import make_location, make_user
 
 FRONTEND = "https://admin.example.org"
 MULTIPART = '--x\r\nContent-Disposition: form-data; name="name"\r\n\r\nNorth\r\n--x--\r\n'
@@ -155,3 +155,59 @@ def test_chunked_bodies_are_checked_whatever_the_header_case(super_client, app):
     )
     assert response.status_code == 415
     assert super_client.get("/me/").status_code == 200
+
+
+VOTE = {
+    "yourName": "Ann",
+    "yourEmail": "ann@example.org",
+    "yourPhone": "+44 1",
+    "businessName": "Bakery",
+    "businessBranch": "Quay",
+    "voteBody": "Good bread.",
+}
+
+
+@pytest.mark.parametrize("origin", ["https://any-charity.example", "null"])
+def test_a_public_vote_form_on_any_site_may_post_and_read_the_answer(app, client, origin):
+    """The submission uses no credentials, so any page may send it (issue 18)."""
+    make_location("harbour", email="votes@harbour.example")
+    path = "/locations/harbour/votes/submit/btoc"
+    preflight = client.options(
+        path,
+        headers={
+            "Origin": origin,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "Content-Type",
+        },
+    )
+    assert preflight.status_code == 200
+    assert preflight.headers["Access-Control-Allow-Origin"] == "*"
+    assert "Access-Control-Allow-Credentials" not in preflight.headers
+    assert "content-type" in preflight.headers["Access-Control-Allow-Headers"].lower()
+
+    sent = client.post(path, json=VOTE, headers={"Origin": origin})
+    assert sent.status_code == 202, sent.get_json()
+    assert sent.headers["Access-Control-Allow-Origin"] == "*"
+    form = client.post(path, data=VOTE, headers={"Origin": origin, "Sec-Fetch-Site": "cross-site"})
+    assert form.status_code == 202, form.get_json()
+
+
+def test_a_cookie_sent_along_with_a_public_form_is_not_used(app_factory):
+    """Someone signed in who submits through another site's form counts as signed out."""
+    app = app_factory(CORS_ORIGINS=[FRONTEND])
+    with app.app_context():
+        make_user("super@example.com", is_super=True)
+        make_location("harbour", email="votes@harbour.example")
+    staff = signed_in(app, "super@example.com")
+    sent = staff.post(
+        "/locations/harbour/votes/submit/btoc",
+        json=VOTE,
+        headers={"Origin": "https://any-charity.example"},
+    )
+    assert sent.status_code == 202
+    assert staff.get("/audit/?action=vote.create").get_json()["total"] == 0
+    # Every other unsafe request from that site is still refused, signed in or not.
+    refused = staff.post(
+        "/regions/", json={"name": "X"}, headers={"Origin": "https://any-charity.example"}
+    )
+    assert refused.status_code == 403

@@ -72,8 +72,9 @@ VoteExportArgs = VoteArgs.without_paging()
 VIEWS = {True: VoteOut, False: PublicVoteOut}
 LABELS = {VoteType.BTOB: "business-to-business", VoteType.BTOC: "business-to-consumer"}
 WITH_EMPLOYER = (joinedload(Vote.employer),)
-# Submissions: one allowance per client IP shared by every type; `Idempotency-Key` honoured.
-SUBMISSION = {"limits": (votes_per_ip,), "forms": True, "idempotent": True}
+# Submissions: one allowance per client IP shared by every type; `Idempotency-Key` honoured;
+# a form on any site may post them (API.md 13 … and issue 18: they use no credentials).
+SUBMISSION = {"limits": (votes_per_ip,), "forms": True, "idempotent": True, "cross_site": True}
 
 
 def visible_votes(location: Location, access: bool) -> Select:
@@ -195,7 +196,7 @@ def filter_votes(stmt: Select, args: dict[str, Any], location: Location, access:
 
 
 @bp.get("/")
-@endpoint(response=VoteOut, query=VoteArgs, paged=True)
+@endpoint(response=VoteOut, query=VoteArgs, paged=True, public=PublicVoteOut)
 def list_votes(args, location: Location):
     """List votes, newest first; inactive ones only for those with access."""
     access = has_location_access(current_user, location)
@@ -214,7 +215,7 @@ def export_votes(args, location: Location):
 
 
 @bp.get("/id/<uuid:vote_id>")
-@endpoint(response=VoteOut)
+@endpoint(response=VoteOut, public=PublicVoteOut)
 def get_vote(location: Location, vote_id: uuid.UUID):
     """Get one vote; an inactive one is a 404 for anyone without access."""
     access = has_location_access(current_user, location)

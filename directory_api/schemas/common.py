@@ -34,3 +34,10 @@ class ImportOut(Schema):
     created = fields.Integer(required=True)
     updated = fields.Integer(required=True)
     dry_run = fields.Boolean(required=True, data_key="dryRun")
+
+
+class IndexOut(Schema):
+    name = fields.String(required=True)
+    version = fields.String(required=True)
+    docs = fields.String(required=True, metadata={"description": "Interactive documentation."})
+    openapi = fields.String(required=True, metadata={"description": "The OpenAPI document."})

@@ -231,11 +231,14 @@ def timestamp_text(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class Timestamp(fields.Field):
-    """Output only: ISO 8601 in UTC with a Z suffix."""
+class Timestamp(fields.String):
+    """Output only: ISO 8601 in UTC with a Z suffix (a string of `format: date-time`)."""
 
     def _serialize(self, value: datetime | None, attr: Any, obj: Any, **kwargs: Any) -> Any:
         return timestamp_text(value)
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"format": "date-time"}
 
 
 SHORTCUTS[Timestamp] = timestamp_text

@@ -69,6 +69,15 @@ const actions = {
     call("edit", "PUT", `/regions/slug/${params.get("region")}`,
          json({ name: params.get("name") }, { "X-Request-ID": "browser-edit" })),
   logout: () => call("logout", "POST", "/auth/logout"),
+  // A public vote form: JSON (so a preflight), no credentials; any site may do this.
+  vote: () =>
+    call("vote", "POST", `/locations/${params.get("location")}/votes/submit/btoc`, {
+      credentials: "omit",
+      ...json({
+        yourName: "Ann", yourEmail: "ann@example.org", yourPhone: "+44 1",
+        businessName: "Bakery", businessBranch: "Quay", voteBody: "Good bread.",
+      }),
+    }),
   // A "simple" request: no preflight, so it reaches the server whatever CORS says.
   forge: () =>
     call("forge", "POST", "/regions/", {
