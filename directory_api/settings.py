@@ -6,6 +6,7 @@ Add a rule here, as a line of its own in `setting_problems`, or a floor in LOWES
 """
 
 import math
+import re
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -52,6 +53,25 @@ READ_AS = {
     "SESSION_IDLE_LIFETIME": ("SESSION_IDLE_HOURS", timedelta(hours=1)),
     "PERMANENT_SESSION_LIFETIME": ("SESSION_REMEMBER_DAYS", timedelta(days=1)),
 }
+
+MIN_SECRET_LENGTH = 32
+# Words of the values people paste from examples (compared in lower case, letters and
+# digits only), so that "change-me-…" is refused however long.
+PLACEHOLDERS = (
+    "changeme",
+    "changethis",
+    "replaceme",
+    "placeholder",
+    "example",
+    "notsecret",
+    "notasecret",
+    "insecure",
+    "devonly",
+    "testonly",
+    "yoursecret",
+    "secretkey",
+)
+KEY_COMMAND = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
 
 
 def check_settings(app: Flask) -> None:
@@ -101,10 +121,27 @@ def is_exact_origin(origin: str) -> bool:
     )
 
 
+def is_weak_secret(secret: str | None) -> bool:
+    """Missing, short, of few distinct characters, or with a placeholder's words in it."""
+    if not secret or len(secret) < MIN_SECRET_LENGTH or len(set(secret)) < 10:
+        return True
+    letters = re.sub(r"[^a-z0-9]", "", secret.lower())
+    return any(word in letters for word in PLACEHOLDERS)
+
+
 def production_problems(config: dict[str, Any]) -> list[str]:
     problems = []
-    if not config.get("SECRET_KEY"):
-        problems.append("set SECRET_KEY to a long random string")
+    # The root of the session signature and of every derived key; never shown back.
+    if is_weak_secret(config.get("SECRET_KEY")):
+        problems.append(
+            f"set SECRET_KEY to a random string of at least {MIN_SECRET_LENGTH} characters, "
+            f"not a placeholder (e.g. from {KEY_COMMAND})"
+        )
+    if config.get("OUTBOX_KEY") and is_weak_secret(config["OUTBOX_KEY"]):
+        problems.append(
+            f"set OUTBOX_KEY to a random string of at least {MIN_SECRET_LENGTH} characters "
+            "(or unset it to derive the key from SECRET_KEY)"
+        )
     if config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite") and not config.get(
         "ALLOW_SQLITE_IN_PRODUCTION"
     ):

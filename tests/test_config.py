@@ -24,7 +24,7 @@ SAFE = {
     "SESSION_TYPE": "redis",
     "RATELIMIT_STORAGE_URI": "redis://redis.internal:6379/0",
 }
-SECRET_KEY_RULE = "set SECRET_KEY to a long random string"
+SECRET_KEY_RULE = "set SECRET_KEY to a random string of at least 32 characters"
 
 
 def run(args: list[str], environment: dict[str, str]) -> subprocess.CompletedProcess:
@@ -190,6 +190,14 @@ def test_a_setting_that_cannot_work_stops_the_start_naming_it(tmp_path, setting,
     ("missing", "says"),
     [
         ({"SECRET_KEY": None}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": "x"}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": "change-me"}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": "secret"}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": "dev"}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": RANDOM_KEY[:31]}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": "please-change-me-before-deploying-" + RANDOM_KEY}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": "ab" * 40}, SECRET_KEY_RULE),
+        ({"OUTBOX_KEY": "outbox"}, "set OUTBOX_KEY to a random string of at least 32"),
         ({"SQLALCHEMY_DATABASE_URI": None}, "DATABASE_URL"),
         ({"SQLALCHEMY_DATABASE_URI": "sqlite:////tmp/prod.sqlite3"}, "DATABASE_URL"),
         ({"MAIL_SERVER": None}, "MAIL_SERVER"),
@@ -203,6 +211,8 @@ def test_production_refuses_to_start_and_says_what_to_set(tmp_path, missing, say
         create_app("production", **settings)
     line = refused.value.format_message()
     assert line.startswith("Refusing to start: in production, ")
+    secret = settings["SECRET_KEY"]
+    assert not (secret and len(secret) > 8 and secret in line)  # a secret is never shown
 
 
 def test_production_starts_with_safe_settings(tmp_path):
@@ -261,7 +271,7 @@ def test_flask_commands_print_the_one_line_and_fail(tmp_path, environment, line)
         # Read by gunicorn.conf.py: the master stops before any worker starts.
         ({"GUNICORN_THREADS": "eight"}, "GUNICORN_THREADS='eight' is not a whole number", 1),
         # Readable but unsafe: the first worker stops the server (gunicorn's "App failed to load").
-        ({"APP_ENV": "production"}, SECRET_KEY_RULE, 4),
+        ({"APP_ENV": "production", "SECRET_KEY": "change-me"}, SECRET_KEY_RULE, 4),
     ],
 )
 def test_gunicorn_prints_the_one_line_and_stops(tmp_path, environment, line, status):
