@@ -30,29 +30,38 @@ def _address(email: str) -> str:
 
 @click.command("create-super")
 @click.argument("email")
+@click.option("--password", help="The password (prompted for when omitted).")
 @click.option(
-    "--password",
-    prompt=True,
-    hide_input=True,
-    confirmation_prompt=True,
-    help="The password (prompted for when omitted).",
+    "--reset-password",
+    is_flag=True,
+    help="EMAIL has an account already: replace its password (and make it a super).",
 )
 @with_appcontext
-def create_super(email: str, password: str) -> None:
-    """Create a super (or make an existing user one) with a password."""
+def create_super(email: str, password: str | None, reset_password: bool) -> None:
+    """Create a super with a password; with --reset-password, an existing account's
+    password is replaced and the account made a super."""
     email = _address(email)
+    user = db.session.scalar(select(User).where(User.email == email))
+    if user is not None and not reset_password:
+        # Asked before the password, so nobody types one only to be refused.
+        raise click.ClickException(
+            f"{email} has an account already; its password is unchanged. To replace it "
+            "(and make the account a super), run this again with --reset-password."
+        )
+    if password is None:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     problems = password_problems(password, email)
     if problems:
         raise click.BadParameter(" ".join(problems), param_hint="--password")
-    user = db.session.scalar(select(User).where(User.email == email))
+    replaced = user is not None
     if user is None:
         user = User(email=email)
         db.session.add(user)
     user.is_super = True
     user.password_hash = hash_password(password)
-    user.rotate_session_token()
+    user.rotate_session_token()  # a replaced password ends the account's sessions
     db.session.commit()
-    click.echo(f"{email} is a super.")
+    click.echo(f"{email} is a super" + ("; its password was replaced." if replaced else "."))
 
 
 REGIONS = {"north": "North", "south": "South", "east": "East", "west": "West"}
