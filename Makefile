@@ -17,8 +17,11 @@ install: $(VENV)/.installed
 run: install  ## migrate, load demo data, serve on http://127.0.0.1:5000 with an outbox worker
 	$(BIN)/flask db upgrade
 	$(BIN)/flask seed-demo
-	@# The worker delivers queued mail (to the log, without MAIL_SERVER); it stops with the server.
-	trap 'kill 0' INT TERM EXIT; $(BIN)/flask outbox worker --interval 2 & \
+	@# The worker delivers queued mail (to the log, without MAIL_SERVER); it stops with the
+	@# server. The trap signals the worker alone, once: `kill 0` signalled this shell too,
+	@# which ran the trap again, and again, until it crashed.
+	$(BIN)/flask outbox worker --interval 2 & worker=$$!; \
+		trap 'trap - INT TERM EXIT; kill $$worker 2>/dev/null' INT TERM EXIT; \
 		$(BIN)/flask run --host 127.0.0.1 --port 5000
 
 test: install  ## the whole suite on SQLite (set TEST_DATABASE_URL / TEST_REDIS_URL for more)

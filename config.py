@@ -1,9 +1,39 @@
-"""Settings, every one read from the environment (documented once, in README.md)."""
+"""Settings, every one read from the environment once, when this module is imported, by the
+parser of its kind (documented once, in README.md).
 
+A value of the wrong kind stops the start with one line naming the variable and what it
+accepts (`SettingsError`, from get_config()); values that are readable but cannot work
+(a timeout of 0, a weak SECRET_KEY in production) are refused by
+directory_api/settings.py, in the same way.
+"""
+
+import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TypeVar
+
+import click
+import limits
+from limits.storage import SCHEMES as RATELIMIT_SCHEMES
+
+T = TypeVar("T")
+
+
+class SettingsError(click.ClickException):
+    """Settings the app cannot start with. The message is one line naming each variable and
+    what it accepts: `flask` prints it as `Error: …` and exits 1 (a ClickException), and
+    gunicorn's worker prints it alone and stops the server (directory_api/gunicorn_worker.py).
+    Values are shown except where they may hold a password (URLs) or are secrets."""
+
+    def __init__(self, problems: Iterable[str]) -> None:
+        super().__init__("Refusing to start: " + "; ".join(problems) + ".")
+
+
+# Each variable set to a value its kind refuses, as the words that say so. Nothing is raised
+# while this module is imported (gunicorn's master imports it with its config file, where an
+# exception is a page of traceback): get_config() refuses to start while any is listed.
+UNREADABLE: list[str] = []
 
 
 def env(name: str, default: str | None = None) -> str | None:
@@ -11,33 +41,94 @@ def env(name: str, default: str | None = None) -> str | None:
     return value if value not in (None, "") else default
 
 
-def env_bool(name: str, default: bool) -> bool:
-    value = env(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_number(name: str, default: Any, kind: Callable[[str], Any]) -> Any:
+def env_parsed(
+    name: str, default: T, parse: Callable[[str], T], accepts: str, *, show: bool = True
+) -> T:
+    """`name` read by `parse`, or `default` when unset or empty. A value `parse` refuses
+    (ValueError) is noted in UNREADABLE as "NAME='value' <accepts>" (without the value
+    unless `show`)."""
     value = env(name)
     if value is None:
         return default
     try:
-        return kind(value)
+        return parse(value.strip())
     except ValueError:
-        raise RuntimeError(f"{name}={value!r} is not a number") from None
+        UNREADABLE.append(f"{name}{f'={value!r}' if show else ''} {accepts}")
+        return default
+
+
+def one_of(options: Mapping[str, T]) -> Callable[[str], T]:
+    """A parser accepting the keys of `options` (lower-case), in any case."""
+
+    def parse(value: str) -> T:
+        if value.lower() not in options:
+            raise ValueError(value)
+        return options[value.lower()]
+
+    return parse
+
+
+def env_choice(name: str, default: str, options: Iterable[str]) -> str:
+    """One of `options` (in any case; read as spelt in `options`)."""
+    spelt = {option.lower(): option for option in options}
+    return env_parsed(name, default, one_of(spelt), f"is not one of: {', '.join(spelt.values())}")
+
+
+BOOLEANS = {"true": True, "1": True, "yes": True, "on": True}
+BOOLEANS |= {"false": False, "0": False, "no": False, "off": False}
+
+
+def env_bool(name: str, default: T) -> bool | T:
+    """true/false, 1/0, yes/no, on/off in any case; anything else is refused, not false."""
+    accepts = "is not a boolean (true/false, 1/0, yes/no, on/off)"
+    return env_parsed(name, default, one_of(BOOLEANS), accepts)
 
 
 def env_int(name: str, default: int) -> int:
-    return env_number(name, default, int)
+    return env_parsed(name, default, int, "is not a whole number")
+
+
+def finite_float(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(value)
+    return number
 
 
 def env_float(name: str, default: float) -> float:
-    return env_number(name, default, float)
+    return env_parsed(name, default, finite_float, "is not a number")
 
 
-def env_list(name: str) -> list[str]:
-    return [item.strip().rstrip("/") for item in (env(name) or "").split(",") if item.strip()]
+def rate_limit(value: str) -> str:
+    """Kept as written (Flask-Limiter reads it), once `limits` has read it as Flask-Limiter
+    will: a value it cannot read would silently turn the limit off."""
+    limits.parse_many(value)
+    return value
+
+
+def env_rate_limit(name: str, default: str) -> str:
+    return env_parsed(
+        name, default, rate_limit, 'is not a rate limit (e.g. "10 per minute" or "10/minute")'
+    )
+
+
+def url_with_scheme(schemes: Iterable[str]) -> Callable[[str], str]:
+    """A parser accepting URLs of `schemes` (the part before "://", in any case)."""
+
+    def parse(value: str) -> str:
+        scheme, separator, _rest = value.partition("://")
+        if not separator or scheme.lower() not in schemes:
+            raise ValueError(value)
+        return value
+
+    return parse
+
+
+def env_url(name: str, schemes: Iterable[str], example: str) -> str | None:
+    """A URL with one of `schemes`; never quoted back (it may hold a password)."""
+    return env_parsed(
+        name, None, url_with_scheme(schemes), f"is not a URL like {example}", show=False
+    )
 
 
 def database_url(url: str | None) -> str | None:
@@ -50,21 +141,50 @@ def database_url(url: str | None) -> str | None:
     return url
 
 
+def env_database_url(name: str) -> str | None:
+    return database_url(
+        env_url(
+            name,
+            ("postgresql", "postgres", "postgresql+psycopg", "sqlite"),
+            "postgresql://user:password@host/database or sqlite:////absolute/path.sqlite3",
+        )
+    )
+
+
+def env_redis_url(name: str) -> str | None:
+    return env_url(name, ("redis", "rediss", "unix"), "redis://host:6379/0")
+
+
+# The storages Flask-Limiter (the `limits` package) can count in; its async ones are not ours.
+RATELIMIT_STORAGE_SCHEMES = tuple(s for s in RATELIMIT_SCHEMES if not s.startswith("async+"))
+SESSION_TYPES = ("cachelib", "redis")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def env_list(name: str) -> list[str]:
+    return [item.strip().rstrip("/") for item in (env(name) or "").split(",") if item.strip()]
+
+
+# Unset (None), these follow the profile: on in production, off elsewhere.
+SECURE_COOKIES = env_bool("SESSION_COOKIE_SECURE", None)
+JSON_LOGS = env_bool("JSON_LOG", None)
+
+
 class Config:
     SECRET_KEY = env("SECRET_KEY")
     # None means "SQLite in the instance folder"; create_app() fills in the path.
-    SQLALCHEMY_DATABASE_URI = database_url(env("DATABASE_URL"))
+    SQLALCHEMY_DATABASE_URI = env_database_url("DATABASE_URL")
     # Every wait on a backing service is bounded (directory_api/timeouts.py), so a stalled
     # dependency answers 503 within seconds instead of hanging the request.
     DATABASE_CONNECT_TIMEOUT = env_int("DATABASE_CONNECT_TIMEOUT", 3)  # seconds (libpq: ≥ 2)
     DATABASE_STATEMENT_TIMEOUT = env_float("DATABASE_STATEMENT_TIMEOUT", 5.0)  # seconds; 0: none
     DATABASE_POOL_TIMEOUT = env_float("DATABASE_POOL_TIMEOUT", 3.0)  # wait for a free connection
-    REDIS_URL = env("REDIS_URL")
+    REDIS_URL = env_redis_url("REDIS_URL")
     REDIS_CONNECT_TIMEOUT = env_float("REDIS_CONNECT_TIMEOUT", 1.0)
     REDIS_TIMEOUT = env_float("REDIS_TIMEOUT", 1.0)
 
     # Server-side sessions: a file store under the instance folder unless Redis is configured.
-    SESSION_TYPE = env("SESSION_TYPE", "redis" if REDIS_URL else "cachelib")
+    SESSION_TYPE = env_choice("SESSION_TYPE", "redis" if REDIS_URL else "cachelib", SESSION_TYPES)
     SESSION_FILE_DIR = env("SESSION_FILE_DIR")  # default: <instance folder>/sessions
     SESSION_FILE_THRESHOLD = env_int("SESSION_FILE_THRESHOLD", 10_000)
     SESSION_PERMANENT = False  # only "remember" makes the cookie outlive the browser
@@ -77,21 +197,29 @@ class Config:
     SESSION_KEY_PREFIX = env("SESSION_KEY_PREFIX", "session:")
     SESSION_COOKIE_NAME = env("SESSION_COOKIE_NAME", "session")
     SESSION_COOKIE_HTTPONLY = True
-    SESSION_COOKIE_SAMESITE = env("SESSION_COOKIE_SAMESITE", "Lax")
-    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+    SESSION_COOKIE_SAMESITE = env_choice(
+        "SESSION_COOKIE_SAMESITE", "Lax", ("Lax", "Strict", "None")
+    )
+    SESSION_COOKIE_SECURE = SECURE_COOKIES is True
 
     # Rate limits (Flask-Limiter): memory by default, Redis when configured.
     RATELIMIT_ENABLED = env_bool("RATELIMIT_ENABLED", True)
-    RATELIMIT_STORAGE_URI = env("RATELIMIT_STORAGE_URI", REDIS_URL or "memory://")
+    RATELIMIT_STORAGE_URI = (
+        env_url(
+            "RATELIMIT_STORAGE_URI", RATELIMIT_STORAGE_SCHEMES, "memory:// or redis://host:6379/0"
+        )
+        or REDIS_URL
+        or "memory://"
+    )
     RATELIMIT_KEY_PREFIX = env("RATELIMIT_KEY_PREFIX", "directory-api")
     RATELIMIT_HEADERS_ENABLED = True
     RATELIMIT_STRATEGY = "moving-window"
-    RATELIMIT_LOGIN_PER_IP = env("RATELIMIT_LOGIN_PER_IP", "10/minute")
-    RATELIMIT_LOGIN_PER_EMAIL = env("RATELIMIT_LOGIN_PER_EMAIL", "5/minute")
-    RATELIMIT_RESET_PER_IP = env("RATELIMIT_RESET_PER_IP", "5/hour")
-    RATELIMIT_RESET_PER_EMAIL = env("RATELIMIT_RESET_PER_EMAIL", "5/hour")
-    RATELIMIT_TOKENS_PER_IP = env("RATELIMIT_TOKENS_PER_IP", "20/hour")
-    RATELIMIT_VOTES_PER_IP = env("RATELIMIT_VOTES_PER_IP", "10/hour")
+    RATELIMIT_LOGIN_PER_IP = env_rate_limit("RATELIMIT_LOGIN_PER_IP", "10/minute")
+    RATELIMIT_LOGIN_PER_EMAIL = env_rate_limit("RATELIMIT_LOGIN_PER_EMAIL", "5/minute")
+    RATELIMIT_RESET_PER_IP = env_rate_limit("RATELIMIT_RESET_PER_IP", "5/hour")
+    RATELIMIT_RESET_PER_EMAIL = env_rate_limit("RATELIMIT_RESET_PER_EMAIL", "5/hour")
+    RATELIMIT_TOKENS_PER_IP = env_rate_limit("RATELIMIT_TOKENS_PER_IP", "20/hour")
+    RATELIMIT_VOTES_PER_IP = env_rate_limit("RATELIMIT_VOTES_PER_IP", "10/hour")
 
     # Requests
     MAX_CONTENT_LENGTH = env_int("MAX_CONTENT_LENGTH", 64 * 1024)
@@ -138,8 +266,8 @@ class Config:
     OUTBOX_RETENTION_DAYS = env_int("OUTBOX_RETENTION_DAYS", 30)  # delivered/failed rows
     AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 400)  # then audit entries go
 
-    JSON_LOG = env_bool("JSON_LOG", False)
-    LOG_LEVEL = env("LOG_LEVEL", "INFO")
+    JSON_LOG = JSON_LOGS is True
+    LOG_LEVEL = env_choice("LOG_LEVEL", "INFO", LOG_LEVELS)
     # bench/ only: adds /bench/bare, the ceiling the benchmarks compare against.
     BENCH_MODE = env_bool("BENCH_MODE", False)
 
@@ -153,8 +281,8 @@ class TestingConfig(Config):
     ENV_NAME = "testing"
     TESTING = True
     SECRET_KEY = "test-only-not-secret"  # noqa: S105
-    SQLALCHEMY_DATABASE_URI = database_url(env("TEST_DATABASE_URL"))
-    REDIS_URL = env("TEST_REDIS_URL")
+    SQLALCHEMY_DATABASE_URI = env_database_url("TEST_DATABASE_URL")
+    REDIS_URL = env_redis_url("TEST_REDIS_URL")
     SESSION_TYPE = "redis" if REDIS_URL else "cachelib"
     RATELIMIT_STORAGE_URI = REDIS_URL or "memory://"
     # Cheapest Argon2id parameters: tests hash many passwords and must stay fast.
@@ -170,8 +298,8 @@ class ProductionConfig(Config):
     ALLOW_SQLITE_IN_PRODUCTION = env_bool("ALLOW_SQLITE_IN_PRODUCTION", False)
     ALLOW_FILE_SESSIONS = env_bool("ALLOW_FILE_SESSIONS", False)
     ALLOW_MEMORY_RATELIMITS = env_bool("ALLOW_MEMORY_RATELIMITS", False)
-    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
-    JSON_LOG = env_bool("JSON_LOG", True)
+    SESSION_COOKIE_SECURE = SECURE_COOKIES is not False
+    JSON_LOG = JSON_LOGS is not False
 
 
 configs = {
@@ -181,5 +309,12 @@ configs = {
 }
 
 
+APP_ENV = env_choice("APP_ENV", "development", configs)
+
+
 def get_config(name: str | None = None) -> type[Config]:
-    return configs[name or env("APP_ENV", "development")]
+    """The profile `name` (default APP_ENV); a SettingsError naming every variable whose
+    value could not be read, if any."""
+    if UNREADABLE:
+        raise SettingsError(UNREADABLE)
+    return configs[name or APP_ENV]

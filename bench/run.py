@@ -336,7 +336,7 @@ def start_server(database_url: str, kind: str, port: int) -> subprocess.Popen:
         "APP_ENV": "production",
         "BENCH_MODE": "1",
         "FLASK_APP": "wsgi",
-        "SECRET_KEY": "bench-secret",
+        "SECRET_KEY": "bench-only-3Wq8zK5mX1vB7nR2cT9pL4",
         "DATABASE_URL": database_url,
         "MAIL_SERVER": "127.0.0.1",
         "RATELIMIT_ENABLED": "false",

@@ -2,7 +2,6 @@
 
 import os
 from typing import Any
-from urllib.parse import urlsplit
 
 from flask import Flask
 from flask_cors import CORS
@@ -26,8 +25,9 @@ from .json_provider import JSONProvider
 from .logs import configure_logging, register_request_logging
 from .protection import register_protection
 from .sessions import init_sessions
+from .settings import check_settings
 from .slugs import SlugConverter
-from .timeouts import bound_postgresql, check_timeouts, database_engine_options, redis_options
+from .timeouts import bound_postgresql, database_engine_options, redis_options
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -43,7 +43,7 @@ def create_app(config_name: str | None = None, **overrides: Any) -> Flask:
     app.config.update(overrides)
     configure_logging(app)
     configure_database(app)
-    check_production_settings(app)
+    check_settings(app)
     register_protection(app)
     register_caching(app)
     register_request_logging(app)
@@ -60,7 +60,6 @@ def configure_database(app: Flask) -> None:
         path = os.path.join(app.instance_path, "directory.sqlite3")
         app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{path}"
         app.config["USING_DEFAULT_DATABASE"] = True
-    check_timeouts(app.config)
     app.config["SQLALCHEMY_ENGINE_OPTIONS"] = database_engine_options(
         app.config, app.config["SQLALCHEMY_DATABASE_URI"]
     )
@@ -69,54 +68,6 @@ def configure_database(app: Flask) -> None:
             **redis_options(app.config),
             **(app.config.get("RATELIMIT_STORAGE_OPTIONS") or {}),
         }
-
-
-def check_production_settings(app: Flask) -> None:
-    if app.config.get("TESTING") or app.debug or app.config.get("ENV_NAME") != "production":
-        return
-    problems = []
-    if not app.config.get("SECRET_KEY"):
-        problems.append("set SECRET_KEY to a long random string")
-    if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite") and not app.config.get(
-        "ALLOW_SQLITE_IN_PRODUCTION"
-    ):
-        problems.append("set DATABASE_URL to a PostgreSQL database (postgresql://…)")
-    if not app.config.get("MAIL_SERVER"):
-        # Without SMTP, messages (reset and invitation links included) would only be logged.
-        problems.append("set MAIL_SERVER (and MAIL_PORT, MAIL_USERNAME, …) to an SMTP server")
-    # State kept per process or per host would differ between gunicorn workers and hosts.
-    if app.config["SESSION_TYPE"] != "redis" and not app.config.get("ALLOW_FILE_SESSIONS"):
-        problems.append(
-            "set REDIS_URL so sessions are shared by every worker and host "
-            "(or ALLOW_FILE_SESSIONS=1 for a single host)"
-        )
-    if app.config["RATELIMIT_STORAGE_URI"].startswith("memory") and not app.config.get(
-        "ALLOW_MEMORY_RATELIMITS"
-    ):
-        problems.append(
-            "set REDIS_URL (or RATELIMIT_STORAGE_URI) so rate limits count across workers "
-            "(or ALLOW_MEMORY_RATELIMITS=1 to let each worker count alone)"
-        )
-    if problems:
-        raise RuntimeError("Refusing to start in production: " + "; ".join(problems) + ".")
-
-
-def check_cors_origins(origins: list[str]) -> None:
-    """Only exact origins: flask-cors would read "*" or a pattern as "reflect anyone"."""
-    for origin in origins:
-        parts = urlsplit(origin)
-        if (
-            parts.scheme not in ("http", "https")
-            or not parts.netloc
-            or parts.path
-            or parts.query
-            or parts.fragment
-            or any(char in origin for char in "*?[]()^$\\|+ ")
-        ):
-            raise RuntimeError(
-                f"CORS_ORIGINS entry {origin!r} is not an exact origin "
-                "such as https://admin.example.org"
-            )
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -153,7 +104,6 @@ def register_extensions(app: Flask) -> None:
     mail.init_app(app)
     init_password_hasher(app)
     init_keys(app)
-    check_cors_origins(app.config["CORS_ORIGINS"])
     if app.config["CORS_ORIGINS"]:
         CORS(
             app,

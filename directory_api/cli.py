@@ -2,16 +2,17 @@
 retention run, privacy erase|export."""
 
 import json
-from typing import Any
 
 import click
+from flask import current_app
 from flask.cli import AppGroup, with_appcontext
 from marshmallow import ValidationError
 from sqlalchemy import select
 
+from . import demo
 from .credentials import hash_password
 from .extensions import db
-from .models import Business, Category, Employer, ListingSocial, Location, Region, Social, User
+from .models import User
 from .models.listing import recount_listings
 from .outbox import deliver_due, run_worker
 from .privacy import erase, export, rekey_outbox, run_retention
@@ -30,135 +31,69 @@ def _address(email: str) -> str:
 
 @click.command("create-super")
 @click.argument("email")
+@click.option("--password", help="The password (prompted for when omitted).")
 @click.option(
-    "--password",
-    prompt=True,
-    hide_input=True,
-    confirmation_prompt=True,
-    help="The password (prompted for when omitted).",
+    "--reset-password",
+    is_flag=True,
+    help="EMAIL has an account already: replace its password (and make it a super).",
 )
 @with_appcontext
-def create_super(email: str, password: str) -> None:
-    """Create a super (or make an existing user one) with a password."""
+def create_super(email: str, password: str | None, reset_password: bool) -> None:
+    """Create a super with a password; with --reset-password, an existing account's
+    password is replaced and the account made a super."""
     email = _address(email)
+    user = db.session.scalar(select(User).where(User.email == email))
+    if user is not None and not reset_password:
+        # Asked before the password, so nobody types one only to be refused.
+        raise click.ClickException(
+            f"{email} has an account already; its password is unchanged. To replace it "
+            "(and make the account a super), run this again with --reset-password."
+        )
+    if password is None:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     problems = password_problems(password, email)
     if problems:
         raise click.BadParameter(" ".join(problems), param_hint="--password")
-    user = db.session.scalar(select(User).where(User.email == email))
+    replaced = user is not None
     if user is None:
         user = User(email=email)
         db.session.add(user)
     user.is_super = True
     user.password_hash = hash_password(password)
-    user.rotate_session_token()
+    user.rotate_session_token()  # a replaced password ends the account's sessions
     db.session.commit()
-    click.echo(f"{email} is a super.")
+    click.echo(f"{email} is a super" + ("; its password was replaced." if replaced else "."))
 
 
-REGIONS = {"north": "North", "south": "South", "east": "East", "west": "West"}
-CATEGORIES = {
-    ("food-drink", "Food & Drink"): {
-        "cafes": "Cafés",
-        "restaurants": "Restaurants",
-        "bakeries": "Bakeries",
-    },
-    ("services", "Services"): {"plumbers": "Plumbers", "electricians": "Electricians"},
-    ("retail", "Retail"): {"bookshops": "Bookshops", "clothing": "Clothing"},
-}
-SOCIALS = {
-    "facebook": ("Facebook", "https://www.facebook.com"),
-    "instagram": ("Instagram", "https://www.instagram.com"),
-    "linkedin": ("LinkedIn", "https://www.linkedin.com"),
-}
-LOCATIONS: list[dict[str, Any]] = [
-    {
-        "slug": "harbour-town",
-        "name": "Harbour Town",
-        "region": "north",
-        "directory_location": True,
-        "email": "hello@harbour-town.example",
-        "description": "A fishing town turned creative hub.",
-        "businesses": [
-            ("cafe-zurich", "Café Zürich", "cafes", "Harbour Front"),
-            ("the-old-bakery", "The Old Bakery", "bakeries", None),
-            ("page-turners", "Page Turners", "bookshops", "Market Street"),
-        ],
-        "employers": [("harbour-electric", "Harbour Electric", "electricians", None)],
-    },
-    {
-        "slug": "hill-village",
-        "name": "Hill Village",
-        "region": "south",
-        "directory_location": False,
-        "email": None,
-        "description": "A village on the hill with a weekly market.",
-        "businesses": [
-            ("hilltop-kitchen", "Hilltop Kitchen", "restaurants", None),
-            ("village-threads", "Village Threads", "clothing", "High Street"),
-        ],
-        "employers": [("pipe-dreams", "Pipe Dreams Plumbing", "plumbers", None)],
-    },
-]
-
-
-def _get_or_create(model: Any, slug: str, *scope: Any, **fields: Any) -> Any:
-    found = db.session.scalar(select(model).where(model.slug == slug, *scope))
-    if found is None:
-        found = model(slug=slug, **fields)
-        db.session.add(found)
-        db.session.flush()
-    return found
+def recount() -> None:
+    """Recompute the stored counts: listings per location, and each employer's votes."""
+    recount_listings()
+    recount_votes()
 
 
 @click.command("seed-demo")
 @with_appcontext
 def seed_demo() -> None:
-    """Load demo data (regions, categories, socials, two locations); safe to run again."""
-    regions = {slug: _get_or_create(Region, slug, name=name) for slug, name in REGIONS.items()}
-    subcategories = {}
-    for (slug, name), children in CATEGORIES.items():
-        parent = _get_or_create(Category, slug, name=name)
-        for child_slug, child_name in children.items():
-            subcategories[child_slug] = _get_or_create(
-                Category, child_slug, name=child_name, parent=parent
-            )
-    socials = {
-        slug: _get_or_create(Social, slug, name=name, url=url)
-        for slug, (name, url) in SOCIALS.items()
-    }
-    for spec in LOCATIONS:
-        location = _get_or_create(
-            Location,
-            spec["slug"],
-            name=spec["name"],
-            region=regions[spec["region"]],
-            directory_location=spec["directory_location"],
-            email=spec["email"],
-            description=spec["description"],
+    """Load demo data: two locations with a few hundred listings, votes in every state, an
+    owner and an admin (their passwords printed); safe to run again."""
+    if current_app.config.get("ENV_NAME") == "production":
+        raise click.ClickException(
+            "seed-demo creates accounts whose passwords are public: not in production."
         )
-        for model, key in ((Business, "businesses"), (Employer, "employers")):
-            for slug, name, subcategory, branch in spec[key]:
-                listing = db.session.scalar(
-                    select(model).where(model.slug == slug, model.location_id == location.id)
-                )
-                if listing is None:
-                    listing = model(
-                        slug=slug,
-                        name=name,
-                        location=location,
-                        branch=branch,
-                        subcategory=subcategories[subcategory],
-                        description=f"{name}, one of {location.name}'s own.",
-                        socials=[
-                            ListingSocial(
-                                social=socials["instagram"],
-                                url=f"https://www.instagram.com/{slug.replace('-', '')}",
-                            )
-                        ],
-                    )
-                    db.session.add(listing)
+    added = demo.seed()
+    recount()  # the listings and votes were written in bulk, past the ORM's counting
     db.session.commit()
-    click.echo("Demo data loaded.")
+    if any(added.values()):
+        click.echo(
+            f"Demo data loaded: {added['listings']} listings, {added['votes']} votes and "
+            f"{added['users']} users added."
+        )
+    else:
+        click.echo("Demo data already loaded; nothing added.")
+    click.echo("Demo users (the password as seeded, unless changed since):")
+    for user in demo.DEMO_USERS:
+        roles = ", ".join(f"{role} of {slug}" for slug, role in user.roles)
+        click.echo(f'  {user.email}  password "{user.password}"  ({roles})')
 
 
 outbox = AppGroup("outbox", help="Deliver the mail waiting in the outbox.")
@@ -199,8 +134,7 @@ listings = AppGroup("listings", help="Maintenance of businesses and employers.")
 def listings_recount() -> None:
     """Recompute the stored counts: listings per location, and each employer's votes (after
     loading listings or votes outside the app)."""
-    recount_listings()
-    recount_votes()
+    recount()
     db.session.commit()
     click.echo("listing and vote counts recomputed")
 

@@ -30,6 +30,7 @@ from ssl import SSLError
 from typing import Any
 
 from gunicorn import util
+from gunicorn.errors import AppImportError
 from gunicorn.http.errors import (
     ConfigurationProblem,
     ExpectationFailed,
@@ -46,6 +47,8 @@ from gunicorn.http.unreader import SocketUnreader
 from gunicorn.http2 import negotiation
 from gunicorn.workers.gthread import TConn, ThreadWorker
 from werkzeug.exceptions import RequestTimeout
+
+from config import SettingsError
 
 # A request is handed to a thread once this much of it is here, whole or not (the default
 # MAX_CONTENT_LENGTH twice over): buffering per connection stays bounded.
@@ -238,8 +241,14 @@ class BoundedThreadWorker(ThreadWorker):
         self.closing: deque[TConn] = deque()  # answered; waiting for the client to close
 
     def load_wsgi(self) -> None:
-        """Load the app, wrapped so that its `Connection: close` is honoured."""
-        super().load_wsgi()
+        """Load the app, wrapped so that its `Connection: close` is honoured.
+
+        Settings the app refuses are gunicorn's "App failed to load": their one line on
+        stderr and the server stops, instead of a traceback and a worker booted again."""
+        try:
+            super().load_wsgi()
+        except SettingsError as error:
+            raise AppImportError(error.format_message()) from None
         self.wsgi = honour_connection_close(self.wsgi)
 
     def buffers(self, conn: TConn) -> bool:

@@ -146,10 +146,7 @@ def init_sessions(app: Flask) -> None:
     }
     kind = app.config["SESSION_TYPE"]
     if kind == "redis":
-        url = app.config["REDIS_URL"]
-        if not url:
-            raise RuntimeError("SESSION_TYPE=redis needs REDIS_URL.")
-        client = redis.Redis.from_url(url, **redis_options(app.config))
+        client = redis.Redis.from_url(app.config["REDIS_URL"], **redis_options(app.config))
         app.session_interface = RedisSessions(app, client=client, **options)
     elif kind in ("cachelib", "filesystem"):
         directory = app.config["SESSION_FILE_DIR"] or os.path.join(app.instance_path, "sessions")

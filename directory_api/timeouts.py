@@ -18,7 +18,6 @@ SMTP has its own timeout in `outbox.py`; requests never talk to SMTP.
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -50,38 +49,6 @@ class BoundedConnection(psycopg.Connection):
             raise psycopg.OperationalError(
                 f"no answer from the database within {self.round_trip_timeout:g} s"
             ) from error
-
-
-# Each bound and its smallest sensible value (a value below would fail every request).
-LOWEST = {
-    "DATABASE_CONNECT_TIMEOUT": 1,
-    "DATABASE_STATEMENT_TIMEOUT": 0,  # 0: no statement timeout
-    "DATABASE_POOL_TIMEOUT": 0.1,
-    "REDIS_CONNECT_TIMEOUT": 0.1,
-    "REDIS_TIMEOUT": 0.1,
-    "MAIL_TIMEOUT": 0.1,
-    "OUTBOX_LEASE_SECONDS": 2,  # a send must end a second before its lease does
-    # Not timeouts, but periods with a floor all the same (0 would erase what is in use).
-    "PII_RETENTION_DAYS": 1,
-    "OUTBOX_RETENTION_DAYS": 1,
-    "AUDIT_RETENTION_DAYS": 1,
-    "SESSION_MAX_LIFETIME": timedelta(days=1),  # SESSION_MAX_DAYS
-    # Amounts that must not be negative (0 is a choice: no receipts, no public caching).
-    "VOTE_RECEIPTS_PER_ADDRESS": 0,
-    "PUBLIC_MAX_AGE": 0,
-    "IMPORT_MAX_BYTES": 1024,  # a header row and a few rows at least
-}
-
-
-def check_timeouts(config: dict[str, Any]) -> None:
-    """Refuse to start with a bound or period that cannot work, naming it."""
-    problems = [
-        f"{name} must be at least {lowest} (it is {config[name]!r})"
-        for name, lowest in LOWEST.items()
-        if not config[name] >= lowest
-    ]
-    if problems:
-        raise RuntimeError("Refusing to start: " + "; ".join(problems) + ".")
 
 
 def database_engine_options(config: dict[str, Any], url: str) -> dict[str, Any]:

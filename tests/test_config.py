@@ -1,25 +1,203 @@
-"""Production refuses settings that would be unsafe or would silently lose data."""
+"""Settings: a value of the wrong kind, or one that cannot work, stops the start with one line
+naming the variable and what it accepts; production refuses unsafe settings."""
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
+from config import SettingsError
 from directory_api import create_app
 
+from .conftest import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+RANDOM_KEY = "0T4qW8nZ2vK6xB1mR9cY3hJ7pL5sD0fG"  # as long as the check asks, and random
 SAFE = {
-    "SECRET_KEY": "a-long-random-production-secret",
+    "SECRET_KEY": RANDOM_KEY,
     "SQLALCHEMY_DATABASE_URI": "postgresql+psycopg://app@db.internal/directory",
     "MAIL_SERVER": "smtp.internal",
     "REDIS_URL": "redis://redis.internal:6379/0",
     "SESSION_TYPE": "redis",
     "RATELIMIT_STORAGE_URI": "redis://redis.internal:6379/0",
 }
+SECRET_KEY_RULE = "set SECRET_KEY to a random string of at least 32 characters"
+
+
+def run(args: list[str], environment: dict[str, str]) -> subprocess.CompletedProcess:
+    """A fresh interpreter in the project folder: settings are read when config is imported."""
+    inherited = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("APP_ENV", "DATABASE_URL", "REDIS_URL", "SECRET_KEY")
+        and not key.startswith(("RATELIMIT_", "SESSION_", "GUNICORN_", "MAIL_"))
+    }
+    return subprocess.run(  # noqa: S603 (our own arguments)
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={**inherited, **environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def read_setting(expression: str, environment: dict[str, str]) -> str:
+    """`expression` (over the module `config`) in an interpreter with `environment`, or the
+    line get_config() refuses to start with."""
+    code = (
+        "import config\n"
+        "try:\n"
+        "    config.get_config()\n"
+        "except config.SettingsError as error:\n"
+        "    print(error)\n"
+        "else:\n"
+        f"    print({expression})\n"
+    )
+    result = run(["-c", code], environment)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        (
+            "RATELIMIT_LOGIN_PER_IP",
+            "banana",
+            "RATELIMIT_LOGIN_PER_IP='banana' is not a rate limit (e.g. \"10 per minute\"",
+        ),
+        ("RATELIMIT_VOTES_PER_IP", "10/fortnight", "RATELIMIT_VOTES_PER_IP='10/fortnight' is not"),
+        ("APP_ENV", "prod", "APP_ENV='prod' is not one of: development, testing, production"),
+        ("MAIL_PORT", "abc", "MAIL_PORT='abc' is not a whole number"),
+        ("SESSION_MAX_DAYS", "1.5", "SESSION_MAX_DAYS='1.5' is not a whole number"),
+        ("REDIS_TIMEOUT", "soon", "REDIS_TIMEOUT='soon' is not a number"),
+        ("DATABASE_STATEMENT_TIMEOUT", "nan", "DATABASE_STATEMENT_TIMEOUT='nan' is not a number"),
+        (
+            "VOTE_REQUIRE_CONFIRMATION",
+            "maybe",
+            "VOTE_REQUIRE_CONFIRMATION='maybe' is not a boolean (true/false, 1/0, yes/no, on/off)",
+        ),
+        ("RATELIMIT_ENABLED", "flase", "RATELIMIT_ENABLED='flase' is not a boolean"),
+        ("SESSION_COOKIE_SAMESITE", "Relaxed", "is not one of: Lax, Strict, None"),
+        ("SESSION_TYPE", "memcached", "SESSION_TYPE='memcached' is not one of: cachelib, redis"),
+        ("LOG_LEVEL", "LOUD", "LOG_LEVEL='LOUD' is not one of: DEBUG, INFO, WARNING"),
+        ("DATABASE_URL", "mysql://app:hunter2@db/directory", "DATABASE_URL is not a URL like"),
+        ("REDIS_URL", "redis.internal:6379", "REDIS_URL is not a URL like redis://"),
+        ("RATELIMIT_STORAGE_URI", "banana://", "RATELIMIT_STORAGE_URI is not a URL like"),
+    ],
+)
+def test_a_value_of_the_wrong_kind_stops_the_start_naming_it(variable, value, says):
+    line = read_setting("'started'", {variable: value})
+    assert line.startswith("Refusing to start: ") and says in line
+    assert "hunter2" not in line  # URLs may hold passwords: never shown back
+
+
+def test_every_unreadable_value_is_named_in_one_line():
+    line = read_setting("'started'", {"MAIL_PORT": "abc", "JSON_LOG": "sometimes"})
+    assert line == (
+        "Refusing to start: JSON_LOG='sometimes' is not a boolean (true/false, 1/0, yes/no, "
+        "on/off); MAIL_PORT='abc' is not a whole number."
+    )
+
+
+def test_booleans_and_choices_are_read_in_any_case():
+    environment = {
+        "VOTE_REQUIRE_CONFIRMATION": "YES",
+        "RATELIMIT_ENABLED": "off",
+        "JSON_LOG": "1",
+        "BENCH_MODE": "No",
+        "MAIL_USE_TLS": "On",
+        "MAIL_USE_SSL": "FALSE",
+        "SESSION_COOKIE_SECURE": "true",
+        "ALLOW_FILE_SESSIONS": "0",
+        "SESSION_COOKIE_SAMESITE": "strict",
+        "LOG_LEVEL": "debug",
+        "RATELIMIT_LOGIN_PER_IP": "3 per minute; 20/day",
+    }
+    names = [*environment]
+    printed = read_setting(f"[getattr(config.ProductionConfig, n) for n in {names!r}]", environment)
+    assert printed == str(
+        [
+            True,
+            False,
+            True,
+            False,
+            True,
+            False,
+            True,
+            False,
+            "Strict",
+            "DEBUG",
+            "3 per minute; 20/day",
+        ]
+    )
+
+
+@pytest.mark.parametrize(("environment", "days"), [({}, 30), ({"SESSION_MAX_DAYS": "7"}, 7)])
+def test_session_max_days_is_read_from_the_environment(environment, days):
+    assert read_setting("config.Config.SESSION_MAX_LIFETIME.days", environment) == str(days)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "says"),
+    [
+        (
+            "DATABASE_STATEMENT_TIMEOUT",
+            -1,
+            "DATABASE_STATEMENT_TIMEOUT must be at least 0 (it is -1)",
+        ),
+        ("DATABASE_CONNECT_TIMEOUT", 0, "DATABASE_CONNECT_TIMEOUT must be at least 1 (it is 0)"),
+        ("REDIS_TIMEOUT", 0, "REDIS_TIMEOUT must be at least 0.1"),
+        ("MAIL_TIMEOUT", 0, "MAIL_TIMEOUT must be at least 0.1"),
+        ("OUTBOX_LEASE_SECONDS", 1, "OUTBOX_LEASE_SECONDS must be at least 2"),
+        ("PII_RETENTION_DAYS", 0, "PII_RETENTION_DAYS must be at least 1"),
+        ("OUTBOX_RETENTION_DAYS", -1, "OUTBOX_RETENTION_DAYS must be at least 1"),
+        ("AUDIT_RETENTION_DAYS", 0, "AUDIT_RETENTION_DAYS must be at least 1"),
+        ("SESSION_MAX_LIFETIME", timedelta(0), "SESSION_MAX_DAYS must be at least 1 (it is 0)"),
+        ("SESSION_IDLE_LIFETIME", timedelta(0), "SESSION_IDLE_HOURS must be at least 1 (it is 0)"),
+        (
+            "PERMANENT_SESSION_LIFETIME",
+            timedelta(days=-1),
+            "SESSION_REMEMBER_DAYS must be at least 1 (it is -1)",
+        ),
+        ("VOTE_RECEIPTS_PER_ADDRESS", -1, "VOTE_RECEIPTS_PER_ADDRESS must be at least 0"),
+        ("PUBLIC_MAX_AGE", -1, "PUBLIC_MAX_AGE must be at least 0"),
+        ("SESSION_TOUCH_INTERVAL", -1, "SESSION_TOUCH_INTERVAL must be at least 0"),
+        ("PROXY_FIX_X_FOR", -1, "PROXY_FIX_X_FOR must be at least 0"),
+        ("PROXY_FIX_X_PROTO", -1, "PROXY_FIX_X_PROTO must be at least 0"),
+        ("IMPORT_MAX_BYTES", 10, "IMPORT_MAX_BYTES must be at least 1024"),
+        ("MAX_CONTENT_LENGTH", 0, "MAX_CONTENT_LENGTH must be at least 1024"),
+        ("MAIL_PORT", 0, "MAIL_PORT must be at least 1"),
+        ("ARGON2_TIME_COST", 0, "ARGON2_TIME_COST must be at least 1"),
+        ("ARGON2_MEMORY_COST", 1, "ARGON2_MEMORY_COST must be at least 8"),
+        ("ARGON2_PARALLELISM", 0, "ARGON2_PARALLELISM must be at least 1"),
+        ("SESSION_TYPE", "redis", "SESSION_TYPE=redis needs REDIS_URL"),
+    ],
+)
+def test_a_setting_that_cannot_work_stops_the_start_naming_it(tmp_path, setting, value, says):
+    settings = {"SESSION_FILE_DIR": str(tmp_path), "REDIS_URL": None, setting: value}
+    with pytest.raises(SettingsError) as refused:
+        create_app("testing", **settings)
+    assert refused.value.format_message().startswith("Refusing to start: ")
+    assert says in refused.value.format_message()
 
 
 @pytest.mark.parametrize(
     ("missing", "says"),
     [
-        ({"SECRET_KEY": None}, "SECRET_KEY"),
+        ({"SECRET_KEY": None}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": "x"}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": "change-me"}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": "secret"}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": "dev"}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": RANDOM_KEY[:31]}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": "please-change-me-before-deploying-" + RANDOM_KEY}, SECRET_KEY_RULE),
+        ({"SECRET_KEY": "ab" * 40}, SECRET_KEY_RULE),
+        ({"OUTBOX_KEY": "outbox"}, "set OUTBOX_KEY to a random string of at least 32"),
         ({"SQLALCHEMY_DATABASE_URI": None}, "DATABASE_URL"),
         ({"SQLALCHEMY_DATABASE_URI": "sqlite:////tmp/prod.sqlite3"}, "DATABASE_URL"),
         ({"MAIL_SERVER": None}, "MAIL_SERVER"),
@@ -29,8 +207,12 @@ SAFE = {
 )
 def test_production_refuses_to_start_and_says_what_to_set(tmp_path, missing, says):
     settings = {**SAFE, **missing, "SESSION_FILE_DIR": str(tmp_path)}
-    with pytest.raises(RuntimeError, match=says):
+    with pytest.raises(SettingsError, match=says) as refused:
         create_app("production", **settings)
+    line = refused.value.format_message()
+    assert line.startswith("Refusing to start: in production, ")
+    secret = settings["SECRET_KEY"]
+    assert not (secret and len(secret) > 8 and secret in line)  # a secret is never shown
 
 
 def test_production_starts_with_safe_settings(tmp_path):
@@ -60,48 +242,48 @@ def test_sqlite_in_production_only_when_explicitly_allowed(tmp_path):
     assert app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite")
 
 
+# --- What an operator sees ------------------------------------------------------------------
+
+
 @pytest.mark.parametrize(
-    ("setting", "value"),
+    ("environment", "line"),
     [
-        ("DATABASE_STATEMENT_TIMEOUT", -1),
-        ("DATABASE_CONNECT_TIMEOUT", 0),
-        ("REDIS_TIMEOUT", 0),
-        ("MAIL_TIMEOUT", 0),
-        ("OUTBOX_LEASE_SECONDS", 1),
-        ("PII_RETENTION_DAYS", 0),
-        ("OUTBOX_RETENTION_DAYS", -1),
-        ("AUDIT_RETENTION_DAYS", 0),
-        ("SESSION_MAX_LIFETIME", timedelta(0)),
-        ("VOTE_RECEIPTS_PER_ADDRESS", -1),
-        ("PUBLIC_MAX_AGE", -1),
-        ("IMPORT_MAX_BYTES", 10),
+        ({"MAIL_PORT": "abc"}, "Error: Refusing to start: MAIL_PORT='abc' is not a whole number."),
+        (
+            {"DATABASE_CONNECT_TIMEOUT": "0"},
+            "Error: Refusing to start: DATABASE_CONNECT_TIMEOUT must be at least 1 (it is 0).",
+        ),
     ],
 )
-def test_a_timeout_that_cannot_work_stops_the_start_naming_it(tmp_path, setting, value):
-    with pytest.raises(RuntimeError, match=setting):
-        create_app("testing", SESSION_FILE_DIR=str(tmp_path), **{setting: value})
+def test_flask_commands_print_the_one_line_and_fail(tmp_path, environment, line):
+    """`flask db upgrade` (a plugin command) and `flask seed-demo` (one of the app's)."""
+    for command in (["db", "upgrade"], ["seed-demo"]):
+        result = run(
+            ["-m", "flask", "--app", "wsgi", *command],
+            {"SESSION_FILE_DIR": str(tmp_path), **environment},
+        )
+        assert (result.returncode, result.stdout, result.stderr) == (1, "", line + "\n")
 
 
-def test_a_setting_that_is_not_a_number_is_named(monkeypatch):
-    from config import env_float
-
-    monkeypatch.setenv("REDIS_TIMEOUT", "soon")
-    with pytest.raises(RuntimeError, match="REDIS_TIMEOUT='soon' is not a number"):
-        env_float("REDIS_TIMEOUT", 1.0)
-
-
-@pytest.mark.parametrize(("environment", "days"), [({}, 30), ({"SESSION_MAX_DAYS": "7"}, 7)])
-def test_session_max_days_is_read_from_the_environment(environment, days):
-    import os
-    import subprocess
-    import sys
-
-    env = {key: value for key, value in os.environ.items() if key != "SESSION_MAX_DAYS"}
-    result = subprocess.run(  # a fresh interpreter: settings are read when config is imported
-        [sys.executable, "-c", "import config; print(config.Config.SESSION_MAX_LIFETIME.days)"],
-        env={**env, **environment},
-        capture_output=True,
-        text=True,
-        check=True,
+@pytest.mark.parametrize(
+    ("environment", "line", "status"),
+    [
+        # Read by gunicorn.conf.py: the master stops before any worker starts.
+        ({"GUNICORN_THREADS": "eight"}, "GUNICORN_THREADS='eight' is not a whole number", 1),
+        # Readable but unsafe: the first worker stops the server (gunicorn's "App failed to load").
+        ({"APP_ENV": "production", "SECRET_KEY": "change-me"}, SECRET_KEY_RULE, 4),
+    ],
+)
+def test_gunicorn_prints_the_one_line_and_stops(tmp_path, environment, line, status):
+    result = run(
+        ["-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],
+        {
+            "GUNICORN_BIND": f"127.0.0.1:{free_port()}",
+            "WEB_CONCURRENCY": "1",
+            "SESSION_FILE_DIR": str(tmp_path),
+            **environment,
+        },
     )
-    assert result.stdout.strip() == str(days)
+    assert result.returncode == status
+    assert line in result.stderr and "Traceback" not in result.stderr
+    assert len([text for text in result.stderr.splitlines() if "Refusing to start" in text]) == 1

@@ -4,6 +4,7 @@ import io
 
 import pytest
 
+from config import SettingsError
 from directory_api.models import Region
 
 from .conftest import signed_in
@@ -142,7 +143,7 @@ def test_signed_in_answers_are_not_cached(super_client, app):
     ],
 )
 def test_only_exact_cors_origins_are_accepted(app_factory, origins):
-    with pytest.raises(RuntimeError, match="CORS_ORIGINS"):
+    with pytest.raises(SettingsError, match="CORS_ORIGINS"):
         app_factory(CORS_ORIGINS=origins)
 
 

@@ -61,7 +61,7 @@ def two_instances(app, tmp_path):
     env = {
         **os.environ,
         "APP_ENV": "production",
-        "SECRET_KEY": "scale-out-test-secret",
+        "SECRET_KEY": "scale-out-tests-8Hq3mZ6wK1xV9cR4tB7p",
         "DATABASE_URL": PG_URL,
         "REDIS_URL": REDIS_URL,
         "MAIL_SERVER": "127.0.0.1",

@@ -36,7 +36,7 @@ def port(migrated_database, tmp_path_factory):
     env = {
         **os.environ,
         "APP_ENV": "production",
-        "SECRET_KEY": "server-test-secret",
+        "SECRET_KEY": "gunicorn-tests-5kQ2wX9mB7vR3zL8pT4n",
         "DATABASE_URL": migrated_database,
         "REDIS_URL": "",  # sessions in files, rate limits in memory: nothing shared
         "ALLOW_SQLITE_IN_PRODUCTION": "1",

@@ -1,0 +1,165 @@
+"""The start-up check of the settings: values that config.py could read but that cannot work
+stop the app, with the same `SettingsError` (one line naming every such variable and what
+it accepts) that config.py raises for values of the wrong kind.
+
+Add a rule here, as a line of its own in `setting_problems`, or a floor in LOWEST.
+"""
+
+import math
+import re
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from flask import Flask
+
+from config import SettingsError
+
+# Each setting and its smallest sensible value (a value below would fail every request).
+LOWEST: dict[str, Any] = {
+    "DATABASE_CONNECT_TIMEOUT": 1,
+    "DATABASE_STATEMENT_TIMEOUT": 0,  # 0: no statement timeout
+    "DATABASE_POOL_TIMEOUT": 0.1,
+    "REDIS_CONNECT_TIMEOUT": 0.1,
+    "REDIS_TIMEOUT": 0.1,
+    "MAIL_TIMEOUT": 0.1,
+    "OUTBOX_LEASE_SECONDS": 2,  # a send must end a second before its lease does
+    # Not timeouts, but periods with a floor all the same (0 would erase what is in use).
+    "PII_RETENTION_DAYS": 1,
+    "OUTBOX_RETENTION_DAYS": 1,
+    "AUDIT_RETENTION_DAYS": 1,
+    "SESSION_MAX_LIFETIME": timedelta(days=1),
+    # Read in whole hours and days: more than 0 is at least 1 (tests go below, not operators).
+    "SESSION_IDLE_LIFETIME": timedelta(seconds=1),
+    "PERMANENT_SESSION_LIFETIME": timedelta(seconds=1),
+    # Amounts that must not be negative (0 is a choice: no receipts, no public caching).
+    "VOTE_RECEIPTS_PER_ADDRESS": 0,
+    "PUBLIC_MAX_AGE": 0,
+    "SESSION_TOUCH_INTERVAL": 0,
+    "PROXY_FIX_X_FOR": 0,
+    "PROXY_FIX_X_PROTO": 0,
+    "IMPORT_MAX_BYTES": 1024,  # a header row and a few rows at least
+    "MAX_CONTENT_LENGTH": 1024,  # the largest vote, with its form encoding
+    "MAIL_PORT": 1,
+    # Argon2's own minimums (memory: 8 KiB per lane).
+    "ARGON2_TIME_COST": 1,
+    "ARGON2_MEMORY_COST": 8,
+    "ARGON2_PARALLELISM": 1,
+}
+# Settings config.py derives from a variable of another name, read in whole units: that
+# variable and its unit.
+READ_AS = {
+    "SESSION_MAX_LIFETIME": ("SESSION_MAX_DAYS", timedelta(days=1)),
+    "SESSION_IDLE_LIFETIME": ("SESSION_IDLE_HOURS", timedelta(hours=1)),
+    "PERMANENT_SESSION_LIFETIME": ("SESSION_REMEMBER_DAYS", timedelta(days=1)),
+}
+
+MIN_SECRET_LENGTH = 32
+# Words of the values people paste from examples (compared in lower case, letters and
+# digits only), so that "change-me-…" is refused however long.
+PLACEHOLDERS = (
+    "changeme",
+    "changethis",
+    "replaceme",
+    "placeholder",
+    "example",
+    "notsecret",
+    "notasecret",
+    "insecure",
+    "devonly",
+    "testonly",
+    "yoursecret",
+    "secretkey",
+)
+KEY_COMMAND = "python -c 'import secrets; print(secrets.token_urlsafe(48))'"
+
+
+def check_settings(app: Flask) -> None:
+    """Refuse to start, naming every setting that cannot work."""
+    problems = setting_problems(app)
+    if problems:
+        raise SettingsError(problems)
+
+
+def setting_problems(app: Flask) -> list[str]:
+    config = app.config
+    problems = below_floor(config)
+    problems += [
+        f"CORS_ORIGINS entry {origin!r} is not an exact origin such as https://admin.example.org"
+        for origin in config["CORS_ORIGINS"]
+        if not is_exact_origin(origin)
+    ]
+    if config["SESSION_TYPE"] == "redis" and not config["REDIS_URL"]:
+        problems.append("SESSION_TYPE=redis needs REDIS_URL")
+    if config.get("ENV_NAME") == "production" and not (app.debug or config.get("TESTING")):
+        problems += [f"in production, {problem}" for problem in production_problems(config)]
+    return problems
+
+
+def below_floor(config: dict[str, Any]) -> list[str]:
+    """A bound or period under its floor, named as the variable it is read from."""
+    problems = []
+    for name, lowest in LOWEST.items():
+        value = config[name]
+        if not value >= lowest:
+            variable, unit = READ_AS.get(name, (name, None))
+            floor, shown = (
+                (math.ceil(lowest / unit), f"{value / unit:g}") if unit else (lowest, value)
+            )
+            problems.append(f"{variable} must be at least {floor} (it is {shown!s})")
+    return problems
+
+
+def is_exact_origin(origin: str) -> bool:
+    """flask-cors would read "*" or a pattern as "reflect anyone"."""
+    parts = urlsplit(origin)
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.netloc)
+        and not (parts.path or parts.query or parts.fragment)
+        and not any(char in origin for char in "*?[]()^$\\|+ ")
+    )
+
+
+def is_weak_secret(secret: str | None) -> bool:
+    """Missing, short, of few distinct characters, or with a placeholder's words in it."""
+    if not secret or len(secret) < MIN_SECRET_LENGTH or len(set(secret)) < 10:
+        return True
+    letters = re.sub(r"[^a-z0-9]", "", secret.lower())
+    return any(word in letters for word in PLACEHOLDERS)
+
+
+def production_problems(config: dict[str, Any]) -> list[str]:
+    problems = []
+    # The root of the session signature and of every derived key; never shown back.
+    if is_weak_secret(config.get("SECRET_KEY")):
+        problems.append(
+            f"set SECRET_KEY to a random string of at least {MIN_SECRET_LENGTH} characters, "
+            f"not a placeholder (e.g. from {KEY_COMMAND})"
+        )
+    if config.get("OUTBOX_KEY") and is_weak_secret(config["OUTBOX_KEY"]):
+        problems.append(
+            f"set OUTBOX_KEY to a random string of at least {MIN_SECRET_LENGTH} characters "
+            "(or unset it to derive the key from SECRET_KEY)"
+        )
+    if config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite") and not config.get(
+        "ALLOW_SQLITE_IN_PRODUCTION"
+    ):
+        problems.append("set DATABASE_URL to a PostgreSQL database (postgresql://…)")
+    if not config.get("MAIL_SERVER"):
+        # Without SMTP, messages (reset and invitation links included) would only be logged.
+        problems.append("set MAIL_SERVER (and MAIL_PORT, MAIL_USERNAME, …) to an SMTP server")
+    # State kept per process or per host would differ between gunicorn workers and hosts.
+    if config["SESSION_TYPE"] != "redis" and not config.get("ALLOW_FILE_SESSIONS"):
+        problems.append(
+            "set REDIS_URL so sessions are shared by every worker and host "
+            "(or ALLOW_FILE_SESSIONS=1 for a single host)"
+        )
+    if config["RATELIMIT_STORAGE_URI"].startswith("memory") and not config.get(
+        "ALLOW_MEMORY_RATELIMITS"
+    ):
+        problems.append(
+            "set REDIS_URL (or RATELIMIT_STORAGE_URI) so rate limits count across workers "
+            "(or ALLOW_MEMORY_RATELIMITS=1 to let each worker count alone)"
+        )
+    return problems
