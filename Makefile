@@ -20,7 +20,7 @@ run: install  ## migrate, load demo data, serve on http://127.0.0.1:5000 with an
 	@# The worker delivers queued mail (to the log, without MAIL_SERVER); it stops with the
 	@# server. The trap signals the worker alone, once: `kill 0` signalled this shell too,
 	@# which ran the trap again, and again, until it crashed.
-	$(BIN)/flask outbox worker --interval 2 & worker=$$!; \
+	MAIL_LOG_FILE=instance/mail.log $(BIN)/flask outbox worker --interval 2 & worker=$$!; \
 		trap 'trap - INT TERM EXIT; kill $$worker 2>/dev/null' INT TERM EXIT; \
 		$(BIN)/flask run --host 127.0.0.1 --port 5000
 

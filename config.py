@@ -248,6 +248,9 @@ class Config:
     MAIL_PASSWORD = env("MAIL_PASSWORD")
     MAIL_DEFAULT_SENDER = env("MAIL_DEFAULT_SENDER", "Directory <no-reply@localhost>")
     MAIL_TIMEOUT = env_float("MAIL_TIMEOUT", 10.0)  # seconds per SMTP exchange
+    # Without MAIL_SERVER: each message is also appended to this file (`make run`:
+    # instance/mail.log), where a script finds its links. It holds live tokens: development.
+    MAIL_LOG_FILE = env("MAIL_LOG_FILE")
     # A worker's claim on a message; a claim whose worker died is retried after it expires.
     OUTBOX_LEASE_SECONDS = env_int("OUTBOX_LEASE_SECONDS", 300)
     VOTE_FALLBACK_RECIPIENT = env("VOTE_FALLBACK_RECIPIENT")

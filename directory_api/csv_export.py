@@ -44,7 +44,9 @@ def cell(value: Any) -> str:
     return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
-def csv_lines(schema: type[Schema], batches: Iterable[Sequence[Any]]) -> Iterator[str]:
+def csv_lines(schema: type[Schema], batches: Iterable[Sequence[Any]]) -> Iterator[bytes]:
+    """The CSV text, UTF-8 encoded, in chunks of about FLUSH_AT characters (the response
+    passes them straight to the server, and WSGI servers take bytes only)."""
     header = columns(schema_instance(schema))
     many = schema_instance(schema, many=True)
     buffer = io.StringIO()
@@ -54,10 +56,10 @@ def csv_lines(schema: type[Schema], batches: Iterable[Sequence[Any]]) -> Iterato
         for item in many.dump(batch):
             writer.writerow([cell(item.get(name)) for name in header])
         if buffer.tell() >= FLUSH_AT:
-            yield buffer.getvalue()
+            yield buffer.getvalue().encode()
             buffer.seek(0)
             buffer.truncate()
-    yield buffer.getvalue()
+    yield buffer.getvalue().encode()
 
 
 def csv_response(schema: type[Schema], batches: Iterable[Sequence[Any]], filename: str) -> Response:

@@ -143,6 +143,12 @@ def send_now(message: OutboxMessage, deadline: float) -> None:
             message.subject,
             message.body,
         )
+        if config.get("MAIL_LOG_FILE"):
+            with open(config["MAIL_LOG_FILE"], "a", encoding="utf-8") as mail_log:
+                recipients = ", ".join(message.recipients)
+                mail_log.write(
+                    f"To: {recipients}\nSubject: {message.subject}\n\n{message.body}\n\n"
+                )
         return
     outgoing = Message(
         subject=message.subject,

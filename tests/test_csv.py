@@ -262,3 +262,16 @@ def test_imports_have_size_limits(app_factory):
             "/locations/hill/businesses/import", data=rows, content_type="text/csv"
         )
         assert "10000" in assert_problem(response, 413)["detail"]
+
+
+def test_an_export_hands_the_server_bytes(app, world):
+    """WSGI servers (gunicorn, Werkzeug's) take bytes only; a streamed str broke the export
+    under a real server while the test client took it (found by tests/test_readme.py)."""
+    from werkzeug.test import EnvironBuilder, run_wsgi_app
+
+    environ = EnvironBuilder(path="/locations/harbour/businesses/export.csv").get_environ()
+    body, status, _ = run_wsgi_app(app.wsgi_app, environ)
+    chunks = list(body)
+    assert status.startswith("200")
+    assert chunks and all(isinstance(chunk, bytes) for chunk in chunks)
+    assert b"".join(chunks).startswith(b"id,")
