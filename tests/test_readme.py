@@ -1,4 +1,5 @@
-"""The README's walkthrough ("Try it with curl") runs as written, in order (issue 18).
+"""The README's walkthrough ("Try it with curl") runs as written, in order, and then the
+data-subject commands of "Data protection" (issue 18).
 
 A server is started the way `make run` starts one (`flask db upgrade`, `flask seed-demo`,
 `flask run` and an outbox worker writing `instance/mail.log`), on a fresh SQLite database
@@ -28,12 +29,18 @@ curl() { command curl --fail-with-body --show-error "$@"; }
 """
 
 
-def walkthrough() -> list[str]:
-    """The shell blocks of the README's walkthrough, in order."""
+def blocks_of(section: str, language: str) -> list[str]:
+    """The `language` code blocks of one section of the README, in order."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index(SECTION)
-    end = text.index("\n## ", start + len(SECTION))
-    return re.findall(r"```sh\n(.*?)```", text[start:end], re.DOTALL)
+    start = text.index(section)
+    end = text.index("\n## ", start + len(section))
+    return re.findall(rf"```{language}\n(.*?)```", text[start:end], re.DOTALL)
+
+
+def walkthrough() -> list[str]:
+    """The walkthrough's blocks, then the operator's data-subject commands (run on what the
+    walkthrough left: its voter is val@example.com)."""
+    return blocks_of(SECTION, "sh") + blocks_of("## Data protection", "bash")
 
 
 def flask(folder: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
@@ -103,6 +110,8 @@ def test_the_walkthrough_runs_as_written(make_run):
     blocks = walkthrough()
     assert len(blocks) >= 5
     script = STRICT + "\n".join(blocks).replace("localhost:5000", f"localhost:{port}")
+    # An operator's shell has the virtualenv on its PATH (README, Deploying).
+    env = {**env, "PATH": f"{folder / '.venv' / 'bin'}:{env['PATH']}"}
     finished = subprocess.run(  # noqa: S603
         ["bash", "-c", script],  # noqa: S607
         cwd=folder,
@@ -117,11 +126,12 @@ def test_the_walkthrough_runs_as_written(make_run):
         f"a README command failed (exit {finished.returncode}):\n"
         f"{output[-4000:]}\n{finished.stderr[-4000:]}"
     )
-    # What the walkthrough's comments promise along the way.
+    # What the walkthrough's comments promise along the way, and the erasure after it.
+    assert '{"votes":1,"messages":' in output.replace(" ", ""), output[-2000:]  # erased
     assert '"status":"confirmed"' in output.replace(" ", "")  # the receipt's link worked
     assert '"created":0' in output.replace(" ", "")  # the dry run of an unchanged export
     # Answers are printed back to back (JSON ends with no line break); `-w` codes end a line.
     assert "304\n" in output  # the ETag revalidation (JSON answers hold no line break)
-    assert output.endswith("204\n")  # signed out at the very end
+    assert "204\n" in output  # signed out
     # Files the walkthrough wrote where it said: the cookie jars and the exports.
     assert {"jar", "olive", "businesses.csv", "pending.csv"} <= {p.name for p in folder.iterdir()}
