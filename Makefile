@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export FLASK_APP := wsgi
 
-.PHONY: install run test test-browser fuzz lint format bench clean
+.PHONY: install run test test-browser fuzz lint format bench bench-instructions clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,9 @@ test-browser: install  ## headless Chromium against a live server (apt-get insta
 
 bench: install  ## load gunicorn with wrk on SQLite and PostgreSQL + Redis; writes bench/RESULTS.md
 	$(BIN)/python bench/run.py
+
+bench-instructions: install  ## callgrind instructions per request, every scenario (minutes); writes bench/INSTRUCTIONS.md
+	$(BIN)/python bench/instructions.py
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,0 +1,324 @@
+"""Instructions per request, counted by callgrind: the repeatable figure on a noisy machine.
+
+    python bench/instructions.py [--databases sqlite postgresql] [--requests 20]
+
+`make bench-instructions` runs it. Each scenario is a request made in-process the way a
+WSGI server makes it (one environ, the app called, its body read), to the service in
+production settings with rate limits on, and to the separate minimal Flask app of
+bench/bare_app.py, the ceiling. Under `valgrind --tool=callgrind`, counting is on only
+around `--requests` requests of each scenario, after warm-up requests (a tiny C helper,
+bench/cgmark.c, toggles collection and dumps the count under the scenario's name), so the
+figure is the steady cost of one request: instructions of the Python interpreter, the
+libraries and the database driver (SQLite in-process; for PostgreSQL only the client side).
+
+Writes bench/INSTRUCTIONS.md. The data are bench/run.py's (1k and 100k businesses, 100k
+votes), seeded once into bench/out/ and reused (`--reseed` to start again).
+"""
+
+import argparse
+import ctypes
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+sys.path.insert(0, str(ROOT))
+
+WARM_UP = 3
+HISTORY = "## History"
+SECRET = "bench-only-3Wq8zK5mX1vB7nR2cT9pL4xY6hJ0aQ"  # noqa: S105  (a throwaway database)
+# Scenario → (method, path, body). `me` and `summary` are signed in; `revalidate` sends
+# the list page's ETag back (a 304).
+SCENARIOS = {
+    "bare_flask": ("GET", "/items/", None),
+    "regions": ("GET", "/regions/", None),
+    "list_1k": ("GET", "/locations/bench-1k/businesses/?perPage=20", None),
+    "list_100k": ("GET", "/locations/bench-100k/businesses/?perPage=20", None),
+    "deep_100k": ("GET", "/locations/bench-100k/businesses/?perPage=20&page=2000", None),
+    "search_100k": ("GET", "/locations/bench-100k/businesses/search/golden%20bakery", None),
+    "revalidate_1k": ("GET", "/locations/bench-1k/businesses/?perPage=20", None),
+    "results_100k": ("GET", "/locations/bench-100k/votes/results", None),
+    "me": ("GET", "/me/", None),
+    "summary_100k": ("GET", "/locations/bench-100k/votes/summary", None),
+    "vote": (
+        "POST",
+        "/locations/bench-1k/votes/submit/btoc",
+        {
+            "yourName": "Bench Voter",
+            "yourEmail": "voter@example.org",
+            "yourPhone": "+44 1",
+            "businessName": "Golden Bakery",
+            "businessBranch": "Main",
+            "voteBody": "Lovely bread.",
+        },
+    ),
+    "export_1k": ("GET", "/locations/bench-1k/businesses/export.csv", None),
+}
+SIGNED_IN = {"me", "summary_100k"}
+# Costly requests (a thousand rows; counting 100k votes): fewer requests suffice.
+FEWER = {"export_1k": 3, "summary_100k": 3}
+
+
+def production_env(database_url: str, kind: str) -> dict[str, str]:
+    """Production settings, limits on (never reached: the vote allowance is raised)."""
+    env = {
+        **os.environ,
+        "APP_ENV": "production",
+        "SECRET_KEY": SECRET,
+        "DATABASE_URL": database_url,
+        "MAIL_SERVER": "127.0.0.1",
+        "SESSION_COOKIE_SECURE": "false",
+        "SESSION_FILE_DIR": str(OUT / "sessions"),
+        "RATELIMIT_ENABLED": "true",
+        "RATELIMIT_VOTES_PER_IP": "1000000/hour",
+        "LOG_LEVEL": "INFO",
+    }
+    if kind == "sqlite":
+        env |= {
+            "ALLOW_SQLITE_IN_PRODUCTION": "1",
+            "ALLOW_FILE_SESSIONS": "1",
+            "ALLOW_MEMORY_RATELIMITS": "1",
+        }
+    else:
+        env |= {"REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")}
+    return env
+
+
+# The driver: runs under valgrind --------------------------------------------------------------
+
+
+class Caller:
+    """Calls a WSGI app as a server would: a fresh environ per request, the body read."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    def environ(self, method: str, path: str, body, headers: dict[str, str]) -> dict:
+        from werkzeug.test import EnvironBuilder
+
+        data = json.dumps(body).encode() if body is not None else None
+        builder = EnvironBuilder(
+            path=path,
+            method=method,
+            data=data,
+            headers=headers,
+            content_type="application/json" if data else None,
+            environ_base={"REMOTE_ADDR": "127.0.0.1"},
+        )
+        environ = builder.get_environ()
+        environ["bench.body"] = data or b""
+        return environ
+
+    def __call__(self, environ: dict) -> tuple[str, dict[str, str], bytes]:
+        request = dict(environ)
+        request["wsgi.input"] = io.BytesIO(environ["bench.body"])
+        answer: dict = {}
+
+        def start_response(status, headers, exc_info=None):
+            answer["status"], answer["headers"] = status, dict(headers)
+
+        chunks = self.app(request, start_response)
+        try:
+            body = b"".join(chunks)
+        finally:
+            if hasattr(chunks, "close"):
+                chunks.close()
+        return answer["status"], answer["headers"], body
+
+
+def drive(requests: int, names: list[str]) -> None:
+    from bench.bare_app import app as bare
+    from directory_api import create_app
+
+    service = create_app()  # its request log (JSON lines) is part of the cost
+    marks = ctypes.CDLL(str(OUT / "cgmark.so"))
+    call_service, call_bare = Caller(service.wsgi_app), Caller(bare.wsgi_app)
+
+    status, headers, _ = call_service(
+        call_service.environ(
+            "POST",
+            "/auth/login",
+            {"email": "bench@example.org", "password": "bench passphrase"},
+            {},
+        )
+    )
+    assert status.startswith("200"), status
+    cookie = headers["Set-Cookie"].split(";")[0]
+    list_page = call_service.environ("GET", SCENARIOS["list_1k"][1], None, {})
+    etag = call_service(list_page)[1]["ETag"]
+
+    for name in names:
+        method, path, body = SCENARIOS[name]
+        caller = call_bare if name == "bare_flask" else call_service
+        extra = {"Cookie": cookie} if name in SIGNED_IN else {}
+        if name == "revalidate_1k":
+            extra["If-None-Match"] = etag
+        environ = caller.environ(method, path, body, extra)
+        expected = "304" if name == "revalidate_1k" else ("201", "202", "200")
+        for _ in range(WARM_UP):
+            status, _, _ = caller(environ)
+            assert status.startswith(expected), (name, status)
+        count = FEWER.get(name, requests)
+        marks.cg_start()
+        for _ in range(count):
+            caller(environ)
+        marks.cg_stop_and_dump(f"{name}:{count}".encode())
+
+
+# The runner ------------------------------------------------------------------------------------
+
+
+def compile_marks() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            "cc",
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-o",
+            str(OUT / "cgmark.so"),
+            str(ROOT / "bench" / "cgmark.c"),
+        ],
+        check=True,
+    )
+
+
+def ensure_valgrind() -> str:
+    found = shutil.which("valgrind")
+    if found:
+        return found
+    print("installing valgrind (Debian package)…", flush=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "valgrind"], check=True)
+    return shutil.which("valgrind") or sys.exit("valgrind is not available")
+
+
+def database(kind: str, reseed: bool) -> str:
+    """The bench data of bench/run.py, seeded once and kept in bench/out/."""
+    from bench.run import seed
+
+    marker = OUT / f"instructions-{kind}.seeded"
+    if kind == "sqlite":
+        url = f"sqlite:///{OUT / 'instructions.sqlite3'}"
+    else:
+        admin = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1/postgres")
+        url = admin.rsplit("/", 1)[0] + "/dirapi_instructions"
+    if marker.exists() and not reseed:
+        return url
+    print(f"seeding {kind} (once; kept in bench/out/)…", flush=True)
+    if kind == "sqlite":
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{OUT / 'instructions.sqlite3'}{suffix}").unlink(missing_ok=True)
+    else:
+        admin = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1/postgres")
+        for statement in ("DROP DATABASE IF EXISTS dirapi_instructions",
+                          "CREATE DATABASE dirapi_instructions"):  # fmt: skip
+            subprocess.run(["psql", admin, "-qc", statement], check=True)
+    seed(url, filler_locations=0)
+    marker.touch()
+    return url
+
+
+def count(kind: str, url: str, requests: int, names: list[str]) -> dict[str, float]:
+    """Instructions per request of each scenario, from one callgrind run."""
+    runs = OUT / f"callgrind-{kind}"
+    shutil.rmtree(runs, ignore_errors=True)
+    runs.mkdir(parents=True)
+    command = [
+        ensure_valgrind(),
+        "--tool=callgrind",
+        "--collect-atstart=no",
+        f"--callgrind-out-file={runs}/callgrind.out.%p",
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--driver",
+        "--requests",
+        str(requests),
+        "--scenarios",
+        *names,
+    ]
+    print(f"callgrind on {kind} ({len(names)} scenarios; minutes)…", flush=True)
+    finished = subprocess.run(
+        command, cwd=ROOT, env=production_env(url, kind), capture_output=True, text=True
+    )
+    if finished.returncode != 0:
+        sys.exit(f"the driver failed:\n{finished.stdout[-3000:]}\n{finished.stderr[-3000:]}")
+    counts = {}
+    for dump in runs.glob("callgrind.out.*"):
+        text = dump.read_text(errors="replace")
+        named = re.search(r"^desc: Trigger: Client Request: (\S+):(\d+)$", text, re.M)
+        total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+        if named and total:
+            counts[named.group(1)] = int(total.group(1)) / int(named.group(2))
+    return counts
+
+
+def write(results: dict[str, dict[str, float]], requests: int) -> Path:
+    lines = [
+        "# Instructions per request",
+        "",
+        f"`make bench-instructions` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: callgrind, "
+        f"{requests} requests per scenario after {WARM_UP} warm-up requests, in-process "
+        "(a WSGI call per request), production settings with rate limits on. "
+        "`bare_flask` is the separate minimal Flask app of bench/bare_app.py. "
+        "M = millions of instructions.",
+        "",
+    ]
+    kinds = list(results)
+    lines.append("| scenario | " + " | ".join(f"{k} M | ÷ bare" for k in kinds) + " |")
+    lines.append("|---|" + "---|---|" * len(kinds))
+    for name in SCENARIOS:
+        cells = []
+        for kind in kinds:
+            value = results[kind].get(name)
+            bare = results[kind].get("bare_flask")
+            if value is None:
+                cells += ["", ""]
+            else:
+                cells += [f"{value / 1e6:.2f}", f"{value / bare:.1f}" if bare else ""]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for kind in kinds:
+        r = results[kind]
+        if "revalidate_1k" in r and "list_1k" in r:
+            lines += [
+                "",
+                f"{kind}: a 304 revalidation costs {r['revalidate_1k'] / r['list_1k']:.2f} of "
+                "the full list page (target < 0.25).",
+            ]
+    path = ROOT / "bench" / "INSTRUCTIONS.md"
+    # The history below the table is kept: what each change measured.
+    kept = path.read_text().partition(HISTORY)[2] if path.exists() else ""
+    path.write_text("\n".join(lines) + "\n" + (f"\n{HISTORY}{kept}" if kept else ""))
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--databases", nargs="+", default=["sqlite"])
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS))
+    parser.add_argument("--reseed", action="store_true")
+    parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.driver:
+        drive(args.requests, args.scenarios)
+        return
+    compile_marks()
+    results = {}
+    for kind in args.databases:
+        url = database(kind, args.reseed)
+        results[kind] = count(kind, url, args.requests, args.scenarios)
+        for name, value in results[kind].items():
+            print(f"  {kind:10} {name:14} {value / 1e6:8.2f} M", flush=True)
+    print(f"wrote {write(results, args.requests)}")
+
+
+if __name__ == "__main__":
+    main()
