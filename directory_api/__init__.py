@@ -22,6 +22,7 @@ from .endpoints import check_declared
 from .errors import register_error_handlers
 from .extensions import db, limiter, login_manager, mail, migrate
 from .json_provider import JSONProvider
+from .limits import check_only_limited_routes
 from .logs import configure_logging, register_request_logging
 from .protection import register_protection
 from .sessions import init_sessions
@@ -101,6 +102,7 @@ def register_extensions(app: Flask) -> None:
     login_manager.init_app(app)
     init_sessions(app)
     limiter.init_app(app)
+    check_only_limited_routes(app)
     mail.init_app(app)
     init_password_hasher(app)
     init_keys(app)

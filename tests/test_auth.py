@@ -217,6 +217,26 @@ def test_default_login_limit_is_ten_a_minute(client, app):
     assert User.query.count() == 0
 
 
+def test_only_limited_routes_ask_the_limiter(app_factory, monkeypatch):
+    """Every limit is a route's: a request to any other route costs the limiter nothing
+    (issue 19), and the limited ones still count (the tests above)."""
+    from flask_limiter import Limiter
+
+    asked = []
+    original = Limiter._check_request_limit
+
+    def counting(self, *args, **kwargs):
+        asked.append(kwargs.get("callable_name"))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Limiter, "_check_request_limit", counting)
+    client = app_factory().test_client()  # its hooks see the counting check
+    assert client.get("/regions/").status_code == 200
+    assert asked == []
+    assert login(client, "nobody@example.com").status_code == 401
+    assert asked  # the login's limits were checked
+
+
 def failed_logins_from(client, forwarded_for: str, count: int) -> list[int]:
     return [
         client.post(
