@@ -5,7 +5,8 @@ from typing import Any
 
 from flask import session
 from flask_login import current_user
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
+from sqlalchemy.orm import lazyload
 
 from .errors import abort
 from .extensions import db, login_manager
@@ -65,9 +66,16 @@ def check_may_edit_details(target: User) -> None:
         abort(403, "This user also has a role at a location you do not own.")
 
 
+# Built once: the statement and its cache key are not made again for every request. The
+# region is loaded only if a view reads it (the location's own answers).
+LOCATION_BY_SLUG = (
+    select(Location).where(Location.slug == bindparam("slug")).options(lazyload(Location.region))
+)
+
+
 def get_location_or_404(slug: str) -> Location:
     """The location a path names: the one lookup every /locations/:slug/… endpoint uses."""
-    location = db.session.scalar(select(Location).where(Location.slug == slug))
+    location = db.session.scalar(LOCATION_BY_SLUG, {"slug": slug})
     if location is None:
         abort(404, f"No location {slug!r}.")
     return location

@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Blueprint
 from marshmallow import ValidationError
-from sqlalchemy import Select, select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import joinedload, selectinload
 
 from ..csv_export import csv_response
@@ -170,14 +170,14 @@ def listings_blueprint(
             stmt = stmt.where(model.subcategory_id == id_by_slug(Category, args["subcategory"]))
         return stmt
 
+    # Built once (not for every request, with its cache key).
+    total_of = select(ListingCount.total).where(
+        ListingCount.location_id == bindparam("location_id"), ListingCount.kind == kind
+    )
+
     def stored_total(location: Location) -> int:
         """The unfiltered list's total, kept by the ORM (no COUNT over the location)."""
-        total = db.session.scalar(
-            select(ListingCount.total).where(
-                ListingCount.location_id == location.id, ListingCount.kind == kind
-            )
-        )
-        return total or 0
+        return db.session.scalar(total_of, {"location_id": location.id}) or 0
 
     def target_of(location: Location, data: dict[str, Any]) -> Listing:
         return find_target(model, data, model.location_id == location.id, what=noun)
