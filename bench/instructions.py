@@ -33,7 +33,6 @@ sys.path.insert(0, str(ROOT))
 
 WARM_UP = 3
 HISTORY = "## History"
-SECRET = "bench-only-3Wq8zK5mX1vB7nR2cT9pL4xY6hJ0aQ"  # noqa: S105  (a throwaway database)
 # Scenario → (method, path, body). `me` and `summary` are signed in; `revalidate` sends
 # the list page's ETag back (a 304).
 SCENARIOS = {
@@ -66,29 +65,15 @@ SIGNED_IN = {"me", "summary_100k"}
 FEWER = {"export_1k": 3, "summary_100k": 3}
 
 
-def production_env(database_url: str, kind: str) -> dict[str, str]:
+def limits_on(database_url: str, kind: str) -> dict[str, str]:
     """Production settings, limits on (never reached: the vote allowance is raised)."""
-    env = {
-        **os.environ,
-        "APP_ENV": "production",
-        "SECRET_KEY": SECRET,
-        "DATABASE_URL": database_url,
-        "MAIL_SERVER": "127.0.0.1",
-        "SESSION_COOKIE_SECURE": "false",
-        "SESSION_FILE_DIR": str(OUT / "sessions"),
+    from bench.run import production_env
+
+    return production_env(database_url, kind) | {
         "RATELIMIT_ENABLED": "true",
         "RATELIMIT_VOTES_PER_IP": "1000000/hour",
         "LOG_LEVEL": "INFO",
     }
-    if kind == "sqlite":
-        env |= {
-            "ALLOW_SQLITE_IN_PRODUCTION": "1",
-            "ALLOW_FILE_SESSIONS": "1",
-            "ALLOW_MEMORY_RATELIMITS": "1",
-        }
-    else:
-        env |= {"REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")}
-    return env
 
 
 # The driver: runs under valgrind --------------------------------------------------------------
@@ -246,7 +231,7 @@ def count(kind: str, url: str, requests: int, names: list[str]) -> dict[str, flo
     ]
     print(f"callgrind on {kind} ({len(names)} scenarios; minutes)…", flush=True)
     finished = subprocess.run(
-        command, cwd=ROOT, env=production_env(url, kind), capture_output=True, text=True
+        command, cwd=ROOT, env=limits_on(url, kind), capture_output=True, text=True
     )
     if finished.returncode != 0:
         sys.exit(f"the driver failed:\n{finished.stdout[-3000:]}\n{finished.stderr[-3000:]}")

@@ -330,19 +330,17 @@ def export_memory(database_url: str) -> dict[str, tuple[int, float]]:
     return peaks
 
 
-def start_server(database_url: str, kind: str, port: int) -> subprocess.Popen:
+def production_env(database_url: str, kind: str) -> dict[str, str]:
+    """The service's production settings on `kind` (SQLite with its per-host state allowed;
+    PostgreSQL with Redis), rate limits on; scenarios override what they need."""
     env = {
         **os.environ,
         "APP_ENV": "production",
-        "BENCH_MODE": "1",
         "FLASK_APP": "wsgi",
-        "SECRET_KEY": "bench-only-3Wq8zK5mX1vB7nR2cT9pL4",
+        "SECRET_KEY": "bench-only-3Wq8zK5mX1vB7nR2cT9pL4xY6hJ0aQ",
         "DATABASE_URL": database_url,
         "MAIL_SERVER": "127.0.0.1",
-        "RATELIMIT_ENABLED": "false",
         "SESSION_COOKIE_SECURE": "false",
-        "GUNICORN_BIND": f"127.0.0.1:{port}",
-        "WEB_CONCURRENCY": "2",
         "SESSION_FILE_DIR": str(OUT / "sessions"),
     }
     if kind == "sqlite":
@@ -356,6 +354,16 @@ def start_server(database_url: str, kind: str, port: int) -> subprocess.Popen:
             "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
             "SESSION_KEY_PREFIX": f"bench-{uuid.uuid4().hex[:6]}:",
         }
+    return env
+
+
+def start_server(database_url: str, kind: str, port: int) -> subprocess.Popen:
+    env = production_env(database_url, kind) | {
+        "BENCH_MODE": "1",
+        "RATELIMIT_ENABLED": "false",
+        "GUNICORN_BIND": f"127.0.0.1:{port}",
+        "WEB_CONCURRENCY": "2",
+    }
     log = (OUT / f"gunicorn-{kind}.log").open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],
