@@ -12,10 +12,10 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import click
 import limits
-from limits.storage import SCHEMES as RATELIMIT_SCHEMES
 
 T = TypeVar("T")
 
@@ -84,8 +84,20 @@ def env_bool(name: str, default: T) -> bool | T:
     return env_parsed(name, default, one_of(BOOLEANS), accepts)
 
 
+LARGEST_WHOLE_NUMBER = 10**8  # beyond any setting's use; larger ones overflow durations
+
+
+def whole_number(value: str) -> int:
+    number = int(value)
+    if abs(number) > LARGEST_WHOLE_NUMBER:
+        raise ValueError(value)
+    return number
+
+
 def env_int(name: str, default: int) -> int:
-    return env_parsed(name, default, int, "is not a whole number")
+    return env_parsed(
+        name, default, whole_number, f"is not a whole number up to {LARGEST_WHOLE_NUMBER}"
+    )
 
 
 def finite_float(value: str) -> float:
@@ -119,6 +131,7 @@ def url_with_scheme(schemes: Iterable[str]) -> Callable[[str], str]:
         scheme, separator, _rest = value.partition("://")
         if not separator or scheme.lower() not in schemes:
             raise ValueError(value)
+        urlsplit(value).port  # noqa: B018  (a port that is not a number: ValueError)
         return value
 
     return parse
@@ -155,8 +168,8 @@ def env_redis_url(name: str) -> str | None:
     return env_url(name, ("redis", "rediss", "unix"), "redis://host:6379/0")
 
 
-# The storages Flask-Limiter (the `limits` package) can count in; its async ones are not ours.
-RATELIMIT_STORAGE_SCHEMES = tuple(s for s in RATELIMIT_SCHEMES if not s.startswith("async+"))
+# The storages rate limits may count in: memory, or Redis (whose client is installed).
+RATELIMIT_STORAGE_SCHEMES = ("memory", "redis", "rediss", "redis+unix")
 SESSION_TYPES = ("cachelib", "redis")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

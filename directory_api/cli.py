@@ -10,7 +10,7 @@ from marshmallow import ValidationError
 from sqlalchemy import select
 
 from . import demo
-from .credentials import hash_password
+from .credentials import set_password
 from .extensions import db
 from .models import User
 from .models.listing import recount_listings
@@ -59,8 +59,9 @@ def create_super(email: str, password: str | None, reset_password: bool) -> None
         user = User(email=email)
         db.session.add(user)
     user.is_super = True
-    user.password_hash = hash_password(password)
-    user.rotate_session_token()  # a replaced password ends the account's sessions
+    # As every password change: its sessions end, and its reset and e-mail-change links
+    # stop working (whoever holds an old one must not set a super's password).
+    set_password(user, password)
     db.session.commit()
     click.echo(f"{email} is a super" + ("; its password was replaced." if replaced else "."))
 

@@ -37,7 +37,6 @@ from .bodies import (
     load_csv_text,
     load_query,
 )
-from .cors import from_any_page
 from .idempotency import idempotent as honour_idempotency_key
 from .pagination import Page, page_answer
 
@@ -166,8 +165,6 @@ def endpoint(
             check_access(declaration.access, path.get("location"))
             return guarded(**path)
 
-        if declaration.cross_site:
-            wrapper = from_any_page(wrapper)
         DECLARATIONS[wrapper] = declaration
         return wrapper
 

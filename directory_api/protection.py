@@ -8,9 +8,11 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from flask import Flask, Response, current_app, g, request
+from flask_cors.core import get_cors_options, set_cors_headers
 from werkzeug.wsgi import get_content_length
 
 from .bodies import JSON_ONLY, check_media_type
+from .cors import PUBLIC_FORMS
 from .endpoints import current_declaration
 from .errors import abort
 
@@ -49,10 +51,25 @@ def refuse_cross_site() -> None:
     declaration = current_declaration()
     if declaration is not None and declaration.cross_site:
         g._login_user = current_app.login_manager.anonymous_user()  # Flask-Login's slot
+        g.session_unused = True  # nor is it kept alive (sessions.py)
         return
     if origin is not None:
         abort(403, "Cross-site request refused: this origin is not allowed.")
     abort(403, "Cross-site request refused.")
+
+
+def open_public_forms(response: Response) -> Response:
+    """CORS for a public form's endpoint (`cross_site`) asked by a page of another site: any
+    page may send it and read every answer, errors included (which field is wrong, when to
+    retry), never with a cookie. The frontend's own origins (CORS_ORIGINS) get the app-wide
+    answer with credentials, which flask-cors gave before this hook runs."""
+    origin = request.headers.get("Origin")
+    if origin is None or "Access-Control-Allow-Origin" in response.headers:
+        return response
+    declaration = current_declaration()
+    if declaration is not None and declaration.cross_site and not origin_allowed(origin):
+        set_cors_headers(response, get_cors_options(current_app, PUBLIC_FORMS))
+    return response
 
 
 def too_long_unannounced(limit: int) -> bool:
@@ -152,3 +169,4 @@ def register_protection(app: Flask) -> None:
     app.before_request(require_json_bodies)
     app.after_request(add_security_headers)
     app.after_request(close_if_body_unread)
+    app.after_request(open_public_forms)

@@ -26,7 +26,7 @@ from datetime import timedelta
 
 import redis
 from cachelib.file import FileSystemCache
-from flask import Flask, Request, Response, current_app, session
+from flask import Flask, Request, Response, current_app, g, session
 from flask_session.base import ServerSideSession
 from flask_session.cachelib import CacheLibSessionInterface
 from flask_session.redis import RedisSessionInterface
@@ -66,6 +66,8 @@ class SessionLifetimeMixin:
         session.saved_now = True
 
     def save_session(self, app: Flask, session: ServerSideSession, response: Response) -> None:
+        if g.get("session_unused"):
+            return  # a public form posted from another site: the cookie plays no part
         if response.status_code >= 500:
             if getattr(session, "saved_now", False):
                 self._forget(session)  # the request failed: its new session must not live on

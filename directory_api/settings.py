@@ -91,8 +91,43 @@ def setting_problems(app: Flask) -> list[str]:
     ]
     if config["SESSION_TYPE"] == "redis" and not config["REDIS_URL"]:
         problems.append("SESSION_TYPE=redis needs REDIS_URL")
-    if config.get("ENV_NAME") == "production" and not (app.debug or config.get("TESTING")):
+    problems += above_ceiling(config)
+    if config["ARGON2_MEMORY_COST"] < 8 * config["ARGON2_PARALLELISM"]:
+        problems.append("ARGON2_MEMORY_COST must be at least 8 × ARGON2_PARALLELISM (KiB)")
+    if config.get("ENV_NAME") == "production" and not config.get("TESTING"):
         problems += [f"in production, {problem}" for problem in production_problems(config)]
+        if app.debug:  # it would also show tracebacks to clients
+            problems.append("in production, unset FLASK_DEBUG")
+    return problems
+
+
+# What a setting can be at most: beyond, a duration or a date computed from it overflows,
+# or the service it configures refuses it.
+HIGHEST: dict[str, tuple[str, float]] = {
+    "MAIL_PORT": ("MAIL_PORT", 65535),
+    "DATABASE_STATEMENT_TIMEOUT": ("DATABASE_STATEMENT_TIMEOUT", 2_147_483),  # seconds (ms int)
+    "PII_RETENTION_DAYS": ("PII_RETENTION_DAYS", 36500),
+    "OUTBOX_RETENTION_DAYS": ("OUTBOX_RETENTION_DAYS", 36500),
+    "AUDIT_RETENTION_DAYS": ("AUDIT_RETENTION_DAYS", 36500),
+}
+HIGHEST_PERIODS = {  # timedelta settings: the variable and its unit in seconds
+    "SESSION_MAX_LIFETIME": ("SESSION_MAX_DAYS", 86400, 3650),
+    "PERMANENT_SESSION_LIFETIME": ("SESSION_REMEMBER_DAYS", 86400, 3650),
+    "SESSION_IDLE_LIFETIME": ("SESSION_IDLE_HOURS", 3600, 87600),
+}
+
+
+def above_ceiling(config: dict[str, Any]) -> list[str]:
+    """A setting above what can work, named as the variable it is read from."""
+    problems = [
+        f"{variable} must be at most {highest} (it is {config[name]})"
+        for name, (variable, highest) in HIGHEST.items()
+        if config.get(name) is not None and config[name] > highest
+    ]
+    for name, (variable, unit, highest) in HIGHEST_PERIODS.items():
+        period = config.get(name)
+        if period is not None and period.total_seconds() / unit > highest:
+            problems.append(f"{variable} must be at most {highest}")
     return problems
 
 
@@ -149,6 +184,8 @@ def production_problems(config: dict[str, Any]) -> list[str]:
     if not config.get("MAIL_SERVER"):
         # Without SMTP, messages (reset and invitation links included) would only be logged.
         problems.append("set MAIL_SERVER (and MAIL_PORT, MAIL_USERNAME, …) to an SMTP server")
+    if config.get("MAIL_LOG_FILE"):  # it holds live links in clear: development only
+        problems.append("unset MAIL_LOG_FILE")
     # State kept per process or per host would differ between gunicorn workers and hosts.
     if config["SESSION_TYPE"] != "redis" and not config.get("ALLOW_FILE_SESSIONS"):
         problems.append(

@@ -16,7 +16,7 @@ from directory_api.models import (
 )
 from directory_api.schemas.passwords import password_problems
 
-from .conftest import signed_in
+from .conftest import complete_reset, reset_token, signed_in, start_reset
 from .factories import PASSWORD, make_user
 
 
@@ -77,6 +77,8 @@ def test_create_super_refuses_an_existing_account_before_asking_for_a_password(a
 def test_create_super_with_reset_password_replaces_it_and_makes_a_super(app):
     make_user("ann@example.com")
     ann = signed_in(app, "ann@example.com")
+    start_reset(app.test_client(), "ann@example.com")
+    old_link = reset_token("ann@example.com")  # whoever holds it must not set a super's password
     result = app.test_cli_runner().invoke(
         args=["create-super", "ann@example.com", "--reset-password"],
         input="a long passphrase\na long passphrase\n",
@@ -90,6 +92,7 @@ def test_create_super_with_reset_password_replaces_it_and_makes_a_super(app):
     assert response.status_code == 401
     client = signed_in(app, "ann@example.com", "a long passphrase")
     assert client.get("/me/").get_json()["isSuper"] is True
+    assert complete_reset(app.test_client(), old_link).status_code == 404
 
 
 MODELS = (

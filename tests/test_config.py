@@ -88,6 +88,12 @@ def read_setting(expression: str, environment: dict[str, str]) -> str:
         ("DATABASE_URL", "mysql://app:hunter2@db/directory", "DATABASE_URL is not a URL like"),
         ("REDIS_URL", "redis.internal:6379", "REDIS_URL is not a URL like redis://"),
         ("RATELIMIT_STORAGE_URI", "banana://", "RATELIMIT_STORAGE_URI is not a URL like"),
+        # Readable, yet each crashed the start with a traceback (review of issue 18):
+        ("SESSION_MAX_DAYS", "9999999999", "SESSION_MAX_DAYS='9999999999' is not a whole number"),
+        ("DATABASE_URL", "postgresql://u:hunter2@h:notaport/d", "DATABASE_URL is not a URL"),
+        ("REDIS_URL", "redis://h:notaport/0", "REDIS_URL is not a URL like"),
+        ("RATELIMIT_STORAGE_URI", "memcached://h:11211", "RATELIMIT_STORAGE_URI is not a URL"),
+        ("RATELIMIT_STORAGE_URI", "mongodb://h", "RATELIMIT_STORAGE_URI is not a URL"),
     ],
 )
 def test_a_value_of_the_wrong_kind_stops_the_start_naming_it(variable, value, says):
@@ -100,7 +106,7 @@ def test_every_unreadable_value_is_named_in_one_line():
     line = read_setting("'started'", {"MAIL_PORT": "abc", "JSON_LOG": "sometimes"})
     assert line == (
         "Refusing to start: JSON_LOG='sometimes' is not a boolean (true/false, 1/0, yes/no, "
-        "on/off); MAIL_PORT='abc' is not a whole number."
+        "on/off); MAIL_PORT='abc' is not a whole number up to 100000000."
     )
 
 
@@ -176,6 +182,11 @@ def test_session_max_days_is_read_from_the_environment(environment, days):
         ("ARGON2_MEMORY_COST", 1, "ARGON2_MEMORY_COST must be at least 8"),
         ("ARGON2_PARALLELISM", 0, "ARGON2_PARALLELISM must be at least 1"),
         ("SESSION_TYPE", "redis", "SESSION_TYPE=redis needs REDIS_URL"),
+        ("MAIL_PORT", 70000, "MAIL_PORT must be at most 65535 (it is 70000)"),
+        ("DATABASE_STATEMENT_TIMEOUT", 3e6, "DATABASE_STATEMENT_TIMEOUT must be at most"),
+        ("AUDIT_RETENTION_DAYS", 10**6, "AUDIT_RETENTION_DAYS must be at most 36500"),
+        ("SESSION_MAX_LIFETIME", timedelta(days=10**5), "SESSION_MAX_DAYS must be at most 3650"),
+        ("ARGON2_PARALLELISM", 2, "ARGON2_MEMORY_COST must be at least 8 × ARGON2_PARALLELISM"),
     ],
 )
 def test_a_setting_that_cannot_work_stops_the_start_naming_it(tmp_path, setting, value, says):
@@ -203,6 +214,8 @@ def test_a_setting_that_cannot_work_stops_the_start_naming_it(tmp_path, setting,
         ({"MAIL_SERVER": None}, "MAIL_SERVER"),
         ({"SESSION_TYPE": "cachelib"}, "sessions are shared"),
         ({"RATELIMIT_STORAGE_URI": "memory://"}, "rate limits count across workers"),
+        ({"MAIL_LOG_FILE": "mail.log"}, "unset MAIL_LOG_FILE"),  # live links in clear
+        ({"DEBUG": True}, "unset FLASK_DEBUG"),  # it switched the checks off
     ],
 )
 def test_production_refuses_to_start_and_says_what_to_set(tmp_path, missing, says):
@@ -248,7 +261,10 @@ def test_sqlite_in_production_only_when_explicitly_allowed(tmp_path):
 @pytest.mark.parametrize(
     ("environment", "line"),
     [
-        ({"MAIL_PORT": "abc"}, "Error: Refusing to start: MAIL_PORT='abc' is not a whole number."),
+        (
+            {"MAIL_PORT": "abc"},
+            "Error: Refusing to start: MAIL_PORT='abc' is not a whole number up to 100000000.",
+        ),
         (
             {"DATABASE_CONNECT_TIMEOUT": "0"},
             "Error: Refusing to start: DATABASE_CONNECT_TIMEOUT must be at least 1 (it is 0).",

@@ -206,9 +206,52 @@ def test_a_cookie_sent_along_with_a_public_form_is_not_used(app_factory):
         headers={"Origin": "https://any-charity.example"},
     )
     assert sent.status_code == 202
+    assert "Set-Cookie" not in sent.headers  # the session is neither used nor kept alive
     assert staff.get("/audit/?action=vote.create").get_json()["total"] == 0
     # Every other unsafe request from that site is still refused, signed in or not.
     refused = staff.post(
         "/regions/", json={"name": "X"}, headers={"Origin": "https://any-charity.example"}
     )
     assert refused.status_code == 403
+
+
+def test_a_public_forms_errors_are_readable_by_the_page_too(app, client):
+    """A form on another site shows which field is wrong, or when to retry."""
+    make_location("harbour", email="votes@harbour.example")
+    origin = {"Origin": "https://any-charity.example"}
+    invalid = client.post(
+        "/locations/harbour/votes/submit/btoc", json={**VOTE, "yourEmail": "bad"}, headers=origin
+    )
+    assert invalid.status_code == 422
+    assert invalid.headers["Access-Control-Allow-Origin"] == "*"
+    assert "yourEmail" in invalid.get_json()["errors"]
+    nowhere = client.post("/locations/nowhere/votes/submit/btoc", json=VOTE, headers=origin)
+    assert nowhere.status_code == 404
+    assert nowhere.headers["Access-Control-Allow-Origin"] == "*"
+    # Other endpoints' answers stay closed to that page.
+    refused = client.post("/regions/", json={"name": "X"}, headers=origin)
+    assert refused.status_code == 403
+    assert "Access-Control-Allow-Origin" not in refused.headers
+
+
+def test_the_frontends_own_origin_may_submit_with_credentials(app_factory):
+    app = app_factory(CORS_ORIGINS=[FRONTEND])
+    with app.app_context():
+        make_location("harbour", email="votes@harbour.example")
+    client = app.test_client()
+    preflight = client.options(
+        "/locations/harbour/votes/submit/btoc",
+        headers={
+            "Origin": FRONTEND,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "Content-Type",
+        },
+    )
+    assert preflight.headers["Access-Control-Allow-Origin"] == FRONTEND
+    assert preflight.headers["Access-Control-Allow-Credentials"] == "true"
+    sent = client.post(
+        "/locations/harbour/votes/submit/btoc", json=VOTE, headers={"Origin": FRONTEND}
+    )
+    assert sent.status_code == 202
+    assert sent.headers["Access-Control-Allow-Origin"] == FRONTEND
+    assert sent.headers["Access-Control-Allow-Credentials"] == "true"
