@@ -14,6 +14,18 @@ FRONTEND = "https://admin.example.org"
 MULTIPART = '--x\r\nContent-Disposition: form-data; name="name"\r\n\r\nNorth\r\n--x--\r\n'
 
 
+def preflight_post(client, path: str, origin: str):
+    """What a browser asks before a page of `origin` posts JSON to `path`."""
+    return client.options(
+        path,
+        headers={
+            "Origin": origin,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "Content-Type",
+        },
+    )
+
+
 def create_region(client, **kwargs):
     return client.post("/regions/", json={"name": "North"}, **kwargs)
 
@@ -56,14 +68,7 @@ def test_cors_answers_only_the_configured_origins_with_credentials(app_factory):
     with app.app_context():
         make_user("super@example.com", is_super=True)
     client = signed_in(app, "super@example.com")
-    preflight = client.options(
-        "/regions/",
-        headers={
-            "Origin": FRONTEND,
-            "Access-Control-Request-Method": "POST",
-            "Access-Control-Request-Headers": "Content-Type",
-        },
-    )
+    preflight = preflight_post(client, "/regions/", FRONTEND)
     assert preflight.headers["Access-Control-Allow-Origin"] == FRONTEND
     assert preflight.headers["Access-Control-Allow-Credentials"] == "true"
     assert "POST" in preflight.headers["Access-Control-Allow-Methods"]
@@ -173,14 +178,7 @@ def test_a_public_vote_form_on_any_site_may_post_and_read_the_answer(app, client
     """The submission uses no credentials, so any page may send it (issue 18)."""
     make_location("harbour", email="votes@harbour.example")
     path = "/locations/harbour/votes/submit/btoc"
-    preflight = client.options(
-        path,
-        headers={
-            "Origin": origin,
-            "Access-Control-Request-Method": "POST",
-            "Access-Control-Request-Headers": "Content-Type",
-        },
-    )
+    preflight = preflight_post(client, path, origin)
     assert preflight.status_code == 200
     assert preflight.headers["Access-Control-Allow-Origin"] == "*"
     assert "Access-Control-Allow-Credentials" not in preflight.headers
@@ -239,14 +237,7 @@ def test_the_frontends_own_origin_may_submit_with_credentials(app_factory):
     with app.app_context():
         make_location("harbour", email="votes@harbour.example")
     client = app.test_client()
-    preflight = client.options(
-        "/locations/harbour/votes/submit/btoc",
-        headers={
-            "Origin": FRONTEND,
-            "Access-Control-Request-Method": "POST",
-            "Access-Control-Request-Headers": "Content-Type",
-        },
-    )
+    preflight = preflight_post(client, "/locations/harbour/votes/submit/btoc", FRONTEND)
     assert preflight.headers["Access-Control-Allow-Origin"] == FRONTEND
     assert preflight.headers["Access-Control-Allow-Credentials"] == "true"
     sent = client.post(
