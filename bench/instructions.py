@@ -253,7 +253,8 @@ def write(results: dict[str, dict[str, float]], requests: int) -> Path:
         f"{requests} requests per scenario after {WARM_UP} warm-up requests, in-process "
         "(a WSGI call per request), production settings with rate limits on. "
         "`bare_flask` is the separate minimal Flask app of bench/bare_app.py. "
-        "M = millions of instructions.",
+        "M = millions of instructions. On PostgreSQL only the client side is counted "
+        "(the driver, not the server's work: see its deep page and search).",
         "",
     ]
     kinds = list(results)
