@@ -74,6 +74,23 @@ def resolve_references(data: dict[str, Any]) -> None:
 
 # What a listing's output shows, as columns: rows load without the ORM's per-object work.
 SHOWN = ("id", "slug", "name", "description", "branch", "email", "phone", "address", "website")
+_listings, _categories = Listing.__table__, Category.__table__
+_links, _socials = ListingSocial.__table__, Social.__table__
+# Built once, not for every page (with their cache keys): what a page shows of its rows,
+# with their subcategory's slug (the page's ids and order are added per request), and the
+# social links of the page's listings.
+SHOWN_COLUMNS = select(
+    *(_listings.c[name] for name in SHOWN),
+    _listings.c.created_at,
+    _listings.c.updated_at,
+    _categories.c.slug.label("subcategory_slug"),
+).select_from(_listings.outerjoin(_categories, _listings.c.subcategory_id == _categories.c.id))
+LINKS_OF_PAGE = (
+    select(_links.c.listing_id, _socials.c.slug, _links.c.url)
+    .join(_socials, _links.c.social_id == _socials.c.id)
+    .where(_links.c.listing_id.in_(bindparam("ids", expanding=True)))
+    .order_by(_links.c.position)
+)
 
 
 def fetch_listings(page_ids: Select, order: list[Any]) -> list[dict[str, Any]]:
@@ -82,28 +99,11 @@ def fetch_listings(page_ids: Select, order: list[Any]) -> list[dict[str, Any]]:
     Two statements whatever the page size: the listings with their subcategory's slug,
     then all their social links.
     """
-    table, categories = Listing.__table__, Category.__table__
-    rows = db.session.execute(
-        select(
-            *(table.c[name] for name in SHOWN),
-            table.c.created_at,
-            table.c.updated_at,
-            categories.c.slug.label("subcategory_slug"),
-        )
-        .select_from(table.outerjoin(categories, table.c.subcategory_id == categories.c.id))
-        .where(table.c.id.in_(page_ids))
-        .order_by(*order)
-    )
+    rows = db.session.execute(SHOWN_COLUMNS.where(_listings.c.id.in_(page_ids)).order_by(*order))
     items = [{**row._mapping, "socials": []} for row in rows]
     if items:
         by_id = {item["id"]: item["socials"] for item in items}
-        links, socials = ListingSocial.__table__, Social.__table__
-        for listing_id, social_slug, url in db.session.execute(
-            select(links.c.listing_id, socials.c.slug, links.c.url)
-            .join(socials, links.c.social_id == socials.c.id)
-            .where(links.c.listing_id.in_(list(by_id)))
-            .order_by(links.c.position)
-        ):
+        for listing_id, social_slug, url in db.session.execute(LINKS_OF_PAGE, {"ids": list(by_id)}):
             by_id[listing_id].append({"social_slug": social_slug, "url": url})
     return items
 
