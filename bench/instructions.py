@@ -19,7 +19,6 @@ import argparse
 import ctypes
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -176,36 +175,15 @@ def compile_marks() -> None:
     )
 
 
-def ensure_valgrind() -> str:
-    found = shutil.which("valgrind")
-    if found:
-        return found
-    print("installing valgrind (Debian package)…", flush=True)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "valgrind"], check=True)
-    return shutil.which("valgrind") or sys.exit("valgrind is not available")
-
-
 def database(kind: str, reseed: bool) -> str:
     """The bench data of bench/run.py, seeded once and kept in bench/out/."""
-    from bench.run import seed
+    from bench.run import database_url, database_urls, seed
 
     marker = OUT / f"instructions-{kind}.seeded"
-    if kind == "sqlite":
-        url = f"sqlite:///{OUT / 'instructions.sqlite3'}"
-    else:
-        admin = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1/postgres")
-        url = admin.rsplit("/", 1)[0] + "/dirapi_instructions"
     if marker.exists() and not reseed:
-        return url
+        return database_url(kind, "instructions")
     print(f"seeding {kind} (once; kept in bench/out/)…", flush=True)
-    if kind == "sqlite":
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{OUT / 'instructions.sqlite3'}{suffix}").unlink(missing_ok=True)
-    else:
-        admin = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1/postgres")
-        for statement in ("DROP DATABASE IF EXISTS dirapi_instructions",
-                          "CREATE DATABASE dirapi_instructions"):  # fmt: skip
-            subprocess.run(["psql", admin, "-qc", statement], check=True)
+    url = database_urls(kind, "instructions")
     seed(url, filler_locations=0)
     marker.touch()
     return url
@@ -213,11 +191,13 @@ def database(kind: str, reseed: bool) -> str:
 
 def count(kind: str, url: str, requests: int, names: list[str]) -> dict[str, float]:
     """Instructions per request of each scenario, from one callgrind run."""
+    from bench.run import ensure_tool
+
     runs = OUT / f"callgrind-{kind}"
     shutil.rmtree(runs, ignore_errors=True)
     runs.mkdir(parents=True)
     command = [
-        ensure_valgrind(),
+        ensure_tool("valgrind"),
         "--tool=callgrind",
         "--collect-atstart=no",
         f"--callgrind-out-file={runs}/callgrind.out.%p",

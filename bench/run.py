@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 sys.path.insert(0, str(ROOT))
 
+# Where bench databases are created (a database of that server that always exists).
+PG_ADMIN = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1/postgres")
 PASSWORD = "bench passphrase"  # noqa: S105  (a throwaway account in a throwaway database)
 WORDS_A = [
     "golden",
@@ -108,26 +110,35 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def ensure_wrk() -> str:
-    found = shutil.which("wrk")
+def ensure_tool(name: str) -> str:
+    """The path of command `name`, installed from Debian's package of that name if missing."""
+    found = shutil.which(name)
     if found:
         return found
-    print("installing wrk (Debian package)…", flush=True)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True)
-    return shutil.which("wrk") or sys.exit("wrk is not available")
+    print(f"installing {name} (Debian package)…", flush=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", name], check=True)
+    return shutil.which(name) or sys.exit(f"{name} is not available")
 
 
-def database_urls(kind: str) -> str:
+def database_url(kind: str, name: str = "bench") -> str:
+    """The URL of the bench database `name` on `kind` (a file in bench/out/ for SQLite)."""
     if kind == "sqlite":
-        path = OUT / "bench.sqlite3"
+        return f"sqlite:///{OUT / name}.sqlite3"
+    return PG_ADMIN.rsplit("/", 1)[0] + f"/dirapi_{name}"
+
+
+def database_urls(kind: str, name: str = "bench") -> str:
+    """A fresh, empty bench database `name` on `kind`: its URL."""
+    if kind == "sqlite":
         for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        return f"sqlite:///{path}"
-    admin = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1/postgres")
-    name = "dirapi_bench"
-    subprocess.run(["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {name}"], check=True)
-    subprocess.run(["psql", admin, "-qc", f"CREATE DATABASE {name}"], check=True)
-    return admin.rsplit("/", 1)[0] + "/" + name
+            Path(f"{OUT / name}.sqlite3{suffix}").unlink(missing_ok=True)
+    else:
+        for statement in (
+            f"DROP DATABASE IF EXISTS dirapi_{name}",
+            f"CREATE DATABASE dirapi_{name}",
+        ):
+            subprocess.run(["psql", PG_ADMIN, "-qc", statement], check=True)
+    return database_url(kind, name)
 
 
 def seed(database_url: str, *, filler_locations: int) -> None:
@@ -515,7 +526,7 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=10, help="seconds per scenario")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
-    wrk = ensure_wrk()
+    wrk = ensure_tool("wrk")
     results = {kind: bench_database(kind, wrk, args.duration) for kind in args.databases}
     print(f"wrote {write_results(results, args.duration)}")
 

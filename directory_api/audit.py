@@ -260,7 +260,8 @@ def _transaction(session: Session) -> Transaction:
     return session.info["audit"]
 
 
-def signed_in() -> User | None:
+def acting_user() -> User | None:
+    """The signed-in user, if any: who is making this change."""
     if has_request_context() and current_user.is_authenticated:
         return current_user._get_current_object()
     return None
@@ -351,7 +352,7 @@ def _collect(session: Session, _context: Any, _instances: Any) -> None:
     if not objects:
         return
     transaction = _transaction(session)
-    actor = signed_in()
+    actor = acting_user()
     # Offers first: an accepted offer names the role the same flush gives.
     objects.sort(key=lambda item: not isinstance(item[0], RoleGrant))
     for obj, state in objects:

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from slugify import slugify
 from sqlalchemy import insert, select
 
 from .credentials import hash_password
@@ -39,6 +38,7 @@ from .models import (
     utcnow,
 )
 from .search import fold, search_text
+from .slugs import name_slug
 
 REGIONS = {"north": "North", "south": "South", "east": "East", "west": "West"}
 CATEGORIES = {
@@ -229,7 +229,7 @@ def listing_specs(spec: dict[str, Any], kind: str) -> list[tuple[str, str, str, 
     wanted = spec["generated"]
     start = 0 if kind == "business" else wanted["business"]
     generated = [
-        (slugify(name), name, sub, BRANCHES[number % 4] if number % 5 == 0 else None)
+        (name_slug(name), name, sub, BRANCHES[number % 4] if number % 5 == 0 else None)
         for number, (name, sub) in enumerate(names[start : start + wanted[kind]])
     ]
     taken = {slug for slug, *_ in named}

@@ -2,7 +2,8 @@
 stop the app, with the same `SettingsError` (one line naming every such variable and what
 it accepts) that config.py raises for values of the wrong kind.
 
-Add a rule here, as a line of its own in `setting_problems`, or a floor in LOWEST.
+Add a rule here, as a line of its own in `setting_problems`, or a floor in LOWEST or a
+ceiling in HIGHEST.
 """
 
 import math
@@ -103,46 +104,45 @@ def setting_problems(app: Flask) -> list[str]:
 
 # What a setting can be at most: beyond, a duration or a date computed from it overflows,
 # or the service it configures refuses it.
-HIGHEST: dict[str, tuple[str, float]] = {
-    "MAIL_PORT": ("MAIL_PORT", 65535),
-    "DATABASE_STATEMENT_TIMEOUT": ("DATABASE_STATEMENT_TIMEOUT", 2_147_483),  # seconds (ms int)
-    "PII_RETENTION_DAYS": ("PII_RETENTION_DAYS", 36500),
-    "OUTBOX_RETENTION_DAYS": ("OUTBOX_RETENTION_DAYS", 36500),
-    "AUDIT_RETENTION_DAYS": ("AUDIT_RETENTION_DAYS", 36500),
+HIGHEST: dict[str, Any] = {
+    "MAIL_PORT": 65535,
+    "DATABASE_STATEMENT_TIMEOUT": 2_147_483,  # seconds: PostgreSQL takes milliseconds in an int
+    "PII_RETENTION_DAYS": 36500,
+    "OUTBOX_RETENTION_DAYS": 36500,
+    "AUDIT_RETENTION_DAYS": 36500,
+    "SESSION_MAX_LIFETIME": timedelta(days=3650),
+    "PERMANENT_SESSION_LIFETIME": timedelta(days=3650),
+    "SESSION_IDLE_LIFETIME": timedelta(hours=87600),
 }
-HIGHEST_PERIODS = {  # timedelta settings: the variable and its unit in seconds
-    "SESSION_MAX_LIFETIME": ("SESSION_MAX_DAYS", 86400, 3650),
-    "PERMANENT_SESSION_LIFETIME": ("SESSION_REMEMBER_DAYS", 86400, 3650),
-    "SESSION_IDLE_LIFETIME": ("SESSION_IDLE_HOURS", 3600, 87600),
-}
-
-
-def above_ceiling(config: dict[str, Any]) -> list[str]:
-    """A setting above what can work, named as the variable it is read from."""
-    problems = [
-        f"{variable} must be at most {highest} (it is {config[name]})"
-        for name, (variable, highest) in HIGHEST.items()
-        if config.get(name) is not None and config[name] > highest
-    ]
-    for name, (variable, unit, highest) in HIGHEST_PERIODS.items():
-        period = config.get(name)
-        if period is not None and period.total_seconds() / unit > highest:
-            problems.append(f"{variable} must be at most {highest}")
-    return problems
 
 
 def below_floor(config: dict[str, Any]) -> list[str]:
     """A bound or period under its floor, named as the variable it is read from."""
-    problems = []
-    for name, lowest in LOWEST.items():
-        value = config[name]
-        if not value >= lowest:
-            variable, unit = READ_AS.get(name, (name, None))
-            floor, shown = (
-                (math.ceil(lowest / unit), f"{value / unit:g}") if unit else (lowest, value)
-            )
-            problems.append(f"{variable} must be at least {floor} (it is {shown!s})")
-    return problems
+    return [
+        f"{variable} must be at least {limit} (it is {shown})"
+        for name, lowest in LOWEST.items()
+        if not config[name] >= lowest
+        for variable, limit, shown in [as_read(name, lowest, config[name], math.ceil)]
+    ]
+
+
+def above_ceiling(config: dict[str, Any]) -> list[str]:
+    """A setting above what can work, named as the variable it is read from."""
+    return [
+        f"{variable} must be at most {limit} (it is {shown})"
+        for name, highest in HIGHEST.items()
+        if config[name] > highest
+        for variable, limit, shown in [as_read(name, highest, config[name], math.floor)]
+    ]
+
+
+def as_read(name: str, limit: Any, value: Any, whole: Any) -> tuple[str, Any, str]:
+    """The variable `name` is read from, `limit` and `value` in its units (`limit` rounded
+    to a whole one by `whole`)."""
+    variable, unit = READ_AS.get(name, (name, None))
+    if unit is None:
+        return variable, limit, f"{value!s}"
+    return variable, whole(limit / unit), f"{value / unit:g}"
 
 
 def is_exact_origin(origin: str) -> bool:

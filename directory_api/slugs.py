@@ -34,8 +34,14 @@ def slug_taken(model: Any, slug: str, *scope: Any, exclude: Any = None) -> bool:
     return db.session.scalar(stmt.limit(1)) is not None
 
 
+def name_slug(name: str) -> str:
+    """A name as a slug, transliterated ("Café Zürich" → cafe-zurich); empty if nothing is
+    left of it."""
+    return slugify(name, max_length=SLUG_LENGTH, word_boundary=True)
+
+
 def derive_slug(model: Any, name: str, *scope: Any, reserved: frozenset[str] = frozenset()) -> str:
-    base = slugify(name, max_length=SLUG_LENGTH, word_boundary=True)
+    base = name_slug(name)
     if not base:
         invalid("slug", ["Cannot derive a slug from this name; send a slug."])
     taken = set(reserved) | set(
