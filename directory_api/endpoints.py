@@ -39,6 +39,7 @@ from .bodies import (
 )
 from .idempotency import idempotent as honour_idempotency_key
 from .pagination import Page, page_answer
+from .reads import read_in_transaction
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,6 +160,8 @@ def endpoint(
 
         @wraps(view)
         def wrapper(**path: Any) -> Any:
+            if declaration.csv:
+                read_in_transaction()  # its rows stream from a server-side cursor
             check_signed_in(declaration.access)
             if "slug" in path:
                 path["location"] = g.path_location = get_location_or_404(path.pop("slug"))

@@ -10,6 +10,7 @@ from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase
 
 from .autogenerate import include_in_migrations, render_migration_type
+from .reads import ReadAwareSession
 
 # Stable constraint names, so Alembic can alter and drop them on every database.
 NAMING_CONVENTION = {
@@ -32,7 +33,7 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-db = SQLAlchemy(model_class=Base)
+db = SQLAlchemy(model_class=Base, session_options={"class_": ReadAwareSession})
 migrate = Migrate(
     render_as_batch=True,
     compare_type=True,

@@ -21,6 +21,7 @@ LOWEST: dict[str, Any] = {
     "DATABASE_CONNECT_TIMEOUT": 1,
     "DATABASE_STATEMENT_TIMEOUT": 0,  # 0: no statement timeout
     "DATABASE_POOL_TIMEOUT": 0.1,
+    "DATABASE_PING_AFTER": 0,  # 0: ping on every checkout
     "REDIS_CONNECT_TIMEOUT": 0.1,
     "REDIS_TIMEOUT": 0.1,
     "MAIL_TIMEOUT": 0.1,

@@ -5,9 +5,10 @@ PostgreSQL: libpq's `connect_timeout` bounds connecting (TCP and the start-up ex
 on any round trip that gets no answer within the statement timeout plus a margin. Only the
 last one helps when the server (or the network to it) accepts and then never answers: the
 server-side timeout never fires there, and TCP keeps acknowledging. The pool's ping on
-checkout waits no longer than a connect would, and the pool's checkout timeout bounds the
-wait for a free connection when every one is busy. Worst case for a request that meets a
-frozen server: ping + reconnect, 6 s with the defaults.
+checkout (of a connection idle for a while: reads.py) waits no longer than a connect would,
+and the pool's checkout timeout bounds the wait for a free connection when every one is
+busy. Worst case for a request that meets a frozen server: ping + reconnect, or one
+unanswered statement, 6 s with the defaults.
 
 Redis (sessions and rate limits): socket connect and read timeouts, and one immediate retry
 instead of redis-py's default three with backoff (which turned a frozen Redis into 5–12 s
@@ -26,6 +27,8 @@ from psycopg.errors import _WaitTimeout
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from sqlalchemy import Connection, Engine, event
+
+from .reads import ping_when_idle
 
 # Added to the statement timeout before the client stops waiting for an answer, so that a
 # merely slow statement is cancelled by the server (a clean error) rather than cut off.
@@ -53,7 +56,7 @@ class BoundedConnection(psycopg.Connection):
 
 def database_engine_options(config: dict[str, Any], url: str) -> dict[str, Any]:
     """Engine options for `url`: the configured ones over the timeouts' defaults."""
-    options: dict[str, Any] = {"pool_pre_ping": True}
+    options: dict[str, Any] = {}
     if url.startswith("postgresql"):
         options["pool_timeout"] = config["DATABASE_POOL_TIMEOUT"]
         options["connect_args"] = {"connect_timeout": config["DATABASE_CONNECT_TIMEOUT"]}
@@ -89,6 +92,7 @@ def bound_postgresql(app: Flask, engine: Engine) -> None:
             dbapi_connection.round_trip_timeout = usual
 
     engine.dialect.do_ping = bounded_ping  # type: ignore[method-assign]
+    ping_when_idle(engine, float(app.config["DATABASE_PING_AFTER"]))
 
 
 @contextmanager

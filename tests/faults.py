@@ -12,7 +12,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 from .conftest import free_port
@@ -27,8 +27,10 @@ class TcpProxy:
     `restore()` forwards again.
     """
 
-    def __init__(self, target: tuple[str, int]) -> None:
+    def __init__(self, target: tuple[str, int], watch_replies: Callable | None = None) -> None:
         self.target = target
+        # Called for each connection: returns what is fed every chunk the server sends.
+        self.watch_replies = watch_replies
         self.port = free_port()
         self.flowing = threading.Event()
         self.flowing.set()
@@ -60,10 +62,11 @@ class TcpProxy:
                 continue
             with self.lock:
                 self.sockets.update((client, upstream))
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+            watch = self.watch_replies() if self.watch_replies else None
+            for source, sink, seen in ((client, upstream, None), (upstream, client, watch)):
+                threading.Thread(target=self._pump, args=(source, sink, seen), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, seen: Callable | None) -> None:
         try:
             while True:
                 self.flowing.wait()
@@ -71,6 +74,8 @@ class TcpProxy:
                 if not data:
                     break
                 self.flowing.wait()  # frozen while this was read: hold it back
+                if seen is not None:
+                    seen(data)
                 sink.sendall(data)
         except OSError:
             pass
@@ -114,9 +119,44 @@ class TcpProxy:
         self.cut()
 
 
+class RoundTrips:
+    """Counts round trips to PostgreSQL in its replies: each ends with one ReadyForQuery
+    message (a simple query, an extended-protocol Sync, and the start-up exchange alike).
+    Needs a connection without TLS (`sslmode=disable`), whose bytes are the protocol."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def watcher(self) -> Callable[[bytes], None]:
+        """A reader of one connection's replies: 1-byte type, 4-byte length, the rest."""
+        header = bytearray()
+        skip = 0
+
+        def seen(data: bytes) -> None:
+            nonlocal skip
+            at = 0
+            while at < len(data):
+                if skip:
+                    step = min(skip, len(data) - at)
+                    skip, at = skip - step, at + step
+                    continue
+                taken = data[at : at + 5 - len(header)]
+                header.extend(taken)
+                at += len(taken)
+                if len(header) == 5:
+                    if header[0] == ord("Z"):
+                        with self.lock:
+                            self.count += 1
+                    skip = int.from_bytes(header[1:], "big") - 4
+                    header.clear()
+
+        return seen
+
+
 @contextmanager
-def tcp_proxy(host: str, port: int) -> Iterator[TcpProxy]:
-    proxy = TcpProxy((host, port))
+def tcp_proxy(host: str, port: int, watch_replies: Callable | None = None) -> Iterator[TcpProxy]:
+    proxy = TcpProxy((host, port), watch_replies)
     try:
         yield proxy
     finally:

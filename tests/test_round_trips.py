@@ -1,0 +1,99 @@
+"""What a read costs PostgreSQL: round trips counted on the wire (issue 19).
+
+The app talks to PostgreSQL through a TCP proxy that counts the server's ReadyForQuery
+messages, one per round trip, so a ping, a BEGIN or a ROLLBACK would count as surely as a
+statement.
+"""
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+
+from directory_api.extensions import db
+from directory_api.models import Region
+
+from .conftest import PG_URL
+from .factories import make_listing, make_location, make_social
+from .faults import RoundTrips, tcp_proxy
+
+needs_postgresql = pytest.mark.skipif(
+    not PG_URL, reason="counts PostgreSQL's round trips (CI's PostgreSQL pass runs it)"
+)
+LIST = "/locations/harbour/businesses/?perPage=20"
+
+
+@pytest.fixture
+def round_trips() -> Iterator[tuple[RoundTrips, str]]:
+    """A round-trip counter and the URL of the test database through it (no TLS)."""
+    counter = RoundTrips()
+    url = make_url(PG_URL)
+    with tcp_proxy(url.host or "127.0.0.1", url.port or 5432, counter.watcher) as proxy:
+        proxied = url.set(host="127.0.0.1", port=proxy.port, query={"sslmode": "disable"})
+        yield counter, proxied.render_as_string(False)
+
+
+def listed_location() -> None:
+    location = make_location("harbour")
+    instagram = make_social("instagram")
+    for number in range(25):
+        make_listing("business", location, f"shop-{number:02}", socials=[(instagram, "u")])
+
+
+def costs(counter: RoundTrips, client, path: str) -> tuple[int, list[str], dict]:
+    """Round trips and statements of one request, and its JSON body."""
+    statements: list[str] = []
+
+    def executed(_conn, _cursor, statement, *_args) -> None:
+        statements.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", executed)
+    counter.count = 0
+    try:
+        response = client.get(path)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", executed)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    return counter.count, statements, response.get_json()
+
+
+@needs_postgresql
+def test_a_list_page_is_its_statements_alone(app_factory, round_trips):
+    counter, url = round_trips
+    app = app_factory(SQLALCHEMY_DATABASE_URI=url)
+    with app.app_context():
+        listed_location()
+        client = app.test_client()
+        client.get(LIST)  # the pool connects once
+
+        trips, statements, body = costs(counter, client, LIST)
+
+    assert [item["slug"] for item in body["items"]] == [f"shop-{n:02}" for n in range(20)]
+    assert body["items"][0]["socials"] == [{"social": "instagram", "url": "u"}]
+    assert body["total"] == 25
+    # The location, its stored total, the page, its social links: no ping, BEGIN or ROLLBACK.
+    assert len(statements) == 4
+    assert trips == len(statements)
+
+
+@needs_postgresql
+def test_a_connection_idle_for_the_setting_is_pinged_first(app_factory, round_trips):
+    counter, url = round_trips
+    app = app_factory(SQLALCHEMY_DATABASE_URI=url, DATABASE_PING_AFTER=0)
+    with app.app_context():
+        listed_location()
+        client = app.test_client()
+        client.get(LIST)
+
+        trips, statements, _ = costs(counter, client, LIST)
+
+    assert trips == len(statements) + 1
+
+
+def test_a_read_that_writes_is_refused_rather_than_half_done(app):
+    with app.test_request_context("/regions/", method="GET"):
+        db.session.add(Region(slug="lakes", name="Lakes"))
+        with pytest.raises(RuntimeError, match="GET /regions/ tried to write"):
+            db.session.flush()
+        db.session.rollback()
