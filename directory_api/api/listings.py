@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Blueprint
 from marshmallow import ValidationError
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Select, bindparam, literal_column, select
 from sqlalchemy.orm import joinedload, selectinload
 
 from ..csv_export import csv_response
@@ -33,6 +33,7 @@ from ..schemas.base import TargetSchema
 from ..schemas.common import ImportArgs, ImportOut
 from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
 from ..search import TERM_SCHEMA, checked_term, search_criteria
+from ..sql import json_list, json_object
 from .changes import apply_changes, create_named, delete_unused, update_named
 from .lookups import by_slug_or_422, find_target, get_or_404, id_by_slug, named_by_path
 
@@ -76,36 +77,40 @@ def resolve_references(data: dict[str, Any]) -> None:
 SHOWN = ("id", "slug", "name", "description", "branch", "email", "phone", "address", "website")
 _listings, _categories = Listing.__table__, Category.__table__
 _links, _socials = ListingSocial.__table__, Social.__table__
-# Built once, not for every page (with their cache keys): what a page shows of its rows,
-# with their subcategory's slug (the page's ids and order are added per request), and the
-# social links of the page's listings.
+# A listing's social links, in their order, as one JSON value of its row.
+LINKS = (
+    select(
+        json_list(
+            json_object(
+                literal_column("'social_slug'"),
+                _socials.c.slug,
+                literal_column("'url'"),
+                _links.c.url,
+            ),
+            _links.c.position,
+        )
+    )
+    .select_from(_links.join(_socials, _links.c.social_id == _socials.c.id))
+    .where(_links.c.listing_id == _listings.c.id)
+    .limit(1)
+    .scalar_subquery()
+)
+# Built once, not for every page (with its cache key): what a page shows of its rows, with
+# their subcategory's slug and their links; the page's ids and order are added per request.
 SHOWN_COLUMNS = select(
     *(_listings.c[name] for name in SHOWN),
     _listings.c.created_at,
     _listings.c.updated_at,
     _categories.c.slug.label("subcategory_slug"),
+    LINKS.label("socials"),
 ).select_from(_listings.outerjoin(_categories, _listings.c.subcategory_id == _categories.c.id))
-LINKS_OF_PAGE = (
-    select(_links.c.listing_id, _socials.c.slug, _links.c.url)
-    .join(_socials, _links.c.social_id == _socials.c.id)
-    .where(_links.c.listing_id.in_(bindparam("ids", expanding=True)))
-    .order_by(_links.c.position)
-)
 
 
-def fetch_listings(page_ids: Select, order: list[Any]) -> list[dict[str, Any]]:
-    """One page of listings as plain rows, shaped by the same `ListingOut` as single ones.
-
-    Two statements whatever the page size: the listings with their subcategory's slug,
-    then all their social links.
-    """
+def fetch_listings(page_ids: Select | list[Any], order: list[Any]) -> list[dict[str, Any]]:
+    """One page of listings as plain rows, shaped by the same `ListingOut` as single ones:
+    one statement whatever the page size, the social links aggregated in it."""
     rows = db.session.execute(SHOWN_COLUMNS.where(_listings.c.id.in_(page_ids)).order_by(*order))
-    items = [{**row._mapping, "socials": []} for row in rows]
-    if items:
-        by_id = {item["id"]: item["socials"] for item in items}
-        for listing_id, social_slug, url in db.session.execute(LINKS_OF_PAGE, {"ids": list(by_id)}):
-            by_id[listing_id].append({"social_slug": social_slug, "url": url})
-    return items
+    return [{**row._mapping, "socials": row.socials or []} for row in rows]
 
 
 def plan_import(
