@@ -99,32 +99,32 @@ def employer_of(vote: Vote) -> uuid.UUID | None:
     return vote.employer.id if vote.employer is not None else vote.employer_id
 
 
-def same_target(vote: Vote, other: Vote) -> bool:
-    """Whether `other` is a vote for what `vote` is for: its employer, or with none linked,
-    the same business name (case-folded)."""
-    if employer_of(vote) is not None:
-        return other.employer_id == employer_of(vote)
-    return other.employer_id is None and (
-        other.business_name.casefold() == vote.business_name.casefold()
-    )
+def earliest_same_vote(vote: Vote) -> Vote | None:
+    """The earliest other employer vote from `vote`'s address at its location for what
+    `vote` is for: its employer, or with none linked, the same business name (case-folded).
 
-
-def earlier_votes(vote: Vote) -> list[Vote]:
-    """Employer votes from `vote`'s address at its location, earliest first (few per address)."""
+    The first match is found in the database along the address's index, so one address
+    with thousands of votes costs no more than one with a few.
+    """
     if vote.email_hash is None:
-        return []
-    return list(
-        db.session.scalars(
-            select(Vote)
-            .where(
-                Vote.location_id == vote.location_id,
-                Vote.email_hash == vote.email_hash,
-                Vote.type == VoteType.EMPLOYER,
-                Vote.id != vote.id,
-            )
-            .order_by(Vote.created_at, Vote.id)
+        return None
+    earlier = (
+        select(Vote)
+        .where(
+            Vote.location_id == vote.location_id,
+            Vote.email_hash == vote.email_hash,
+            Vote.type == VoteType.EMPLOYER,
+            Vote.id != vote.id,
         )
+        .order_by(Vote.created_at, Vote.id)
     )
+    employer = employer_of(vote)
+    if employer is not None:
+        return db.session.scalar(earlier.where(Vote.employer_id == employer).limit(1))
+    # Names compare case-folded, which SQL's lower() is not (ß, ﬁ): compared here, in order.
+    name = vote.business_name.casefold()
+    unlinked = db.session.scalars(earlier.where(Vote.employer_id.is_(None)))
+    return next((other for other in unlinked if other.business_name.casefold() == name), None)
 
 
 def mark_duplicate(vote: Vote) -> None:
@@ -134,7 +134,7 @@ def mark_duplicate(vote: Vote) -> None:
     with this already set.
     """
     with db.session.no_autoflush:
-        original = next((v for v in earlier_votes(vote) if same_target(vote, v)), None)
+        original = earliest_same_vote(vote)
     vote.duplicate_of_id = original.id if original is not None else None
 
 

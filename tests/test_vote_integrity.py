@@ -564,3 +564,23 @@ def test_migration_0011_downgrades_and_upgrades_with_data(tmp_path):
         assert counted == 1  # the active vote; the pending one waits for moderation
         db.session.remove()
         db.engine.dispose()
+
+
+def test_an_address_with_many_votes_costs_a_new_vote_one_earlier_row(client, staff, harbour):
+    first = submit(client, employer="works")
+    mill = db.session.scalar(select(Employer).where(Employer.slug == "mill"))
+    for _ in range(150):  # an address that votes again and again, for another employer
+        make_vote(harbour, your_email=ADDRESS, business_name="Old Mill", employer_id=mill.id)
+    loaded: list[uuid.UUID] = []
+
+    def counted(vote, _context) -> None:
+        loaded.append(vote.id)
+
+    event.listen(Vote, "load", counted)
+    try:
+        second = submit(client, employer="works")
+    finally:
+        event.remove(Vote, "load", counted)
+
+    assert loaded == [uuid.UUID(first)]
+    assert staff_view(staff, second)["duplicateOf"] == first
