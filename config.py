@@ -286,8 +286,6 @@ class Config:
 
     JSON_LOG = JSON_LOGS is True
     LOG_LEVEL = env_choice("LOG_LEVEL", "INFO", LOG_LEVELS)
-    # bench/ only: adds /bench/bare, the ceiling the benchmarks compare against.
-    BENCH_MODE = env_bool("BENCH_MODE", False)
 
 
 class DevelopmentConfig(Config):

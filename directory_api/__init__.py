@@ -156,10 +156,6 @@ def register_blueprints(app: Flask) -> None:
         votes.receipts,
     ):
         app.register_blueprint(blueprint)
-    if app.config.get("BENCH_MODE"):
-        from .api import bench
-
-        app.register_blueprint(bench.bp)
     check_declared(app)
 
 

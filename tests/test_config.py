@@ -115,7 +115,6 @@ def test_booleans_and_choices_are_read_in_any_case():
         "VOTE_REQUIRE_CONFIRMATION": "YES",
         "RATELIMIT_ENABLED": "off",
         "JSON_LOG": "1",
-        "BENCH_MODE": "No",
         "MAIL_USE_TLS": "On",
         "MAIL_USE_SSL": "FALSE",
         "SESSION_COOKIE_SECURE": "true",

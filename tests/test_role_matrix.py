@@ -52,7 +52,7 @@ from .factories import (
 IDENTITIES = ("anonymous", "plain", "other_admin", "other_owner", "admin", "owner", "super")
 MEMBER = "member@example.com"  # a user with no role, whom some requests are about
 NEW_PASSWORD = "a brand new passphrase"
-SKIPPED_BLUEPRINTS = {"static", "bench"}  # bench is registered only with BENCH_MODE
+SKIPPED_BLUEPRINTS = {"static"}
 
 DOCS_ASSET_RULE = (
     "/docs/<any('favicon-32x32.png', 'init.js', 'swagger-ui-bundle.js', 'swagger-ui.css'):name>"
