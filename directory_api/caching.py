@@ -5,14 +5,67 @@ Every GET answered 200 carries a strong `ETag`, the SHA-1 of its body, and a req
 of public reads (every GET but /health*) may be cached by anyone for `PUBLIC_MAX_AGE`
 seconds; a signed-in answer is for that user only, never stored. Every answer varies on
 `Cookie`, since who asks changes what comes back.
+
+A read whose answer is determined by a stored revision and its URL (a list or search page
+of listings: `ListingCount.revision`) asks `answer_if_unchanged(...)` first: the ETag last
+answered for that revision and URL is kept, so a client still holding it gets its 304
+before the page's work. The ETag is the body's hash all the same (it is the one computed
+then); a process that has not answered that page yet does the work and compares as usual.
 """
 
-from flask import Flask, Response, current_app, request, session
+import hashlib
+from collections import OrderedDict
+from collections.abc import Hashable
+from threading import Lock
+
+from flask import Flask, Response, current_app, g, request, session
 
 from .sessions import USER_KEY
 
 CONDITIONAL_METHODS = frozenset({"GET", "HEAD"})
+ANSWERED = frozenset({200, 304})
 UNCACHED_PREFIX = "/health"  # liveness and readiness: always asked afresh
+
+
+class KnownTags:
+    """The ETags of recent answers by what determined them, the most recent `size` per
+    process. Keys are digests: a hostile client varying query strings only evicts."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self.size = size
+        self.tags: OrderedDict[bytes, str] = OrderedDict()
+        self.lock = Lock()
+
+    def get(self, key: bytes) -> str | None:
+        with self.lock:
+            tag = self.tags.get(key)
+            if tag is not None:
+                self.tags.move_to_end(key)
+            return tag
+
+    def put(self, key: bytes, tag: str) -> None:
+        with self.lock:
+            self.tags[key] = tag
+            self.tags.move_to_end(key)
+            if len(self.tags) > self.size:
+                self.tags.popitem(last=False)
+
+
+KNOWN_TAGS = KnownTags()
+
+
+def answer_if_unchanged(*revision: Hashable) -> Response | None:
+    """For a read whose answer is determined by `revision` and its URL: a 304 when the
+    client holds the ETag answered for them last; else None, and this answer's ETag is kept
+    (by `cache_headers`)."""
+    key = hashlib.blake2b(repr((request.path, request.query_string, revision)).encode()).digest()
+    g.tag_key = key
+    tag = KNOWN_TAGS.get(key)
+    if tag is None or not request.if_none_match.contains_weak(tag):
+        return None
+    response = Response(status=304)
+    response.set_etag(tag)
+    return response
 
 
 def signed_in() -> bool:
@@ -29,14 +82,19 @@ def cache_headers(response: Response) -> Response:
         response.headers["Cache-Control"] = "no-store"
     if (
         request.method not in CONDITIONAL_METHODS
-        or response.status_code != 200
+        or response.status_code not in ANSWERED
         or response.is_streamed
     ):
         return response
     if not private and not request.path.startswith(UNCACHED_PREFIX):
         max_age = current_app.config["PUBLIC_MAX_AGE"]
         response.headers["Cache-Control"] = f"public, max-age={max_age}"
+    if response.status_code == 304:  # answered early (answer_if_unchanged)
+        return response
     response.add_etag()
+    key = g.get("tag_key")
+    if key is not None:
+        KNOWN_TAGS.put(key, response.get_etag()[0])
     return response.make_conditional(request)
 
 

@@ -19,9 +19,10 @@ class json_object(FunctionElement):  # lower case: a SQL function
 
 
 class json_list(FunctionElement):
-    """The JSON array of its first argument over the rows, ordered by its second; NULL (or
-    no row) when there are none. Use it in a SELECT with LIMIT 1: on SQLite it is a window
-    function, one equal value per row (SQLite 3.40 has no ORDER BY inside an aggregate)."""
+    """The JSON array of its first argument over the rows, ordered by its second (NULL or
+    `[]` when there are none). Aggregate the rows of a subquery ordered the same way:
+    SQLite before 3.44 has no ORDER BY inside an aggregate, and aggregates the rows in the
+    order its subquery gives them (an aggregate's ordered subquery is never flattened)."""
 
     type = JSON()
     inherit_cache = True
@@ -45,8 +46,5 @@ def _postgresql_list(element: json_list, compiler: Any, **kw: Any) -> str:
 
 @compiles(json_list)
 def _sqlite_list(element: json_list, compiler: Any, **kw: Any) -> str:
-    value, order = (compiler.process(clause, **kw) for clause in element.clauses)
-    return (
-        f"json_group_array(json({value})) OVER (ORDER BY {order} "
-        "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
-    )
+    value = compiler.process(element.clauses.clauses[0], **kw)
+    return f"json_group_array(json({value}))"

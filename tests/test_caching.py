@@ -1,9 +1,15 @@
 """Conditional GET (API.md 12): ETags, 304s and who may cache what, as a client sees them."""
 
+import hashlib
+
 import pytest
+from sqlalchemy import event
+
+from directory_api import caching
+from directory_api.extensions import db
 
 from .conftest import assert_problem, signed_in
-from .factories import make_region, make_user
+from .factories import make_category, make_listing, make_region, make_social, make_user
 
 
 @pytest.fixture
@@ -98,3 +104,130 @@ def test_cors_lets_a_browser_read_the_etag(app_factory):
         response = app.test_client().get("/regions/", headers={"Origin": "https://app.example"})
     exposed = {h.strip() for h in response.headers["Access-Control-Expose-Headers"].split(",")}
     assert "ETag" in exposed
+
+
+# --- list and search pages: revalidated before their work (issue 19) --------------------------
+
+PAGE = "/locations/harbour/businesses/?perPage=10"
+SEARCH = "/locations/harbour/businesses/search/bakery"
+
+
+@pytest.fixture
+def listed(world):
+    food = make_category("food")
+    cafes = make_category("cafes", parent=food)
+    instagram, facebook = make_social("instagram"), make_social("facebook")
+    for slug in ("bakery", "bakery-annex", "mill"):
+        make_listing(
+            "business",
+            world["harbour"],
+            slug,
+            subcategory=cafes,
+            socials=[(instagram, f"https://i.example/{slug}")],
+        )
+    return {"cafes": cafes, "instagram": instagram, "facebook": facebook}
+
+
+def body_hash(response) -> str:
+    """Werkzeug's ETag: the body's SHA-1 (an identifier, not a protection)."""
+    return f'"{hashlib.sha1(response.data, usedforsecurity=False).hexdigest()}"'
+
+
+def statements_of(app, call) -> tuple[object, int]:
+    executed = []
+
+    def count(*_args) -> None:
+        executed.append(1)
+
+    with app.app_context():
+        event.listen(db.engine, "before_cursor_execute", count)
+        try:
+            return call(), len(executed)
+        finally:
+            event.remove(db.engine, "before_cursor_execute", count)
+
+
+@pytest.mark.parametrize("path", [PAGE, SEARCH])
+def test_a_revalidated_page_is_answered_before_its_work(app, clients, listed, path):
+    client = clients["anonymous"]
+    page, work = statements_of(app, lambda: client.get(path))
+    etag = page.headers["ETag"]
+    assert etag == body_hash(page)  # the body's hash, as ever
+
+    again, revalidation = statements_of(
+        app, lambda: client.get(path, headers={"If-None-Match": etag})
+    )
+
+    assert again.status_code == 304 and again.data == b""
+    assert again.headers["ETag"] == etag
+    assert again.headers["Cache-Control"] == "public, max-age=30"
+    assert "Cookie" in again.headers["Vary"]
+    assert revalidation == 2 < work  # the location and the list's revision
+
+
+def rename_listing(clients, listed):
+    return clients["owner"].put(URL, json={"slug": "bakery", "name": "Bakery Two"})
+
+
+def relink_listing(clients, listed):
+    links = [{"social": "facebook", "url": "https://f.example/bakery"}]
+    return clients["owner"].put(URL, json={"slug": "bakery", "socials": links})
+
+
+def add_listing(clients, listed):
+    return clients["owner"].post(URL, json={"name": "Bakery Three"})
+
+
+def delete_listing(clients, listed):
+    return clients["owner"].delete(URL, json={"slug": "bakery-annex"})
+
+
+def rename_category(clients, listed):
+    return clients["super"].put(
+        "/categories/", json={"id": str(listed["cafes"].id), "slug": "coffee"}
+    )
+
+
+def rename_social(clients, listed):
+    return clients["super"].put(
+        "/socials/", json={"id": str(listed["instagram"].id), "slug": "insta"}
+    )
+
+
+URL = "/locations/harbour/businesses/"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [rename_listing, relink_listing, add_listing, delete_listing, rename_category, rename_social],
+)
+@pytest.mark.parametrize("path", [PAGE, SEARCH])
+def test_whatever_a_page_shows_changes_its_tag(clients, listed, change, path):
+    client = clients["anonymous"]
+    before = client.get(path)
+    assert client.get(path, headers={"If-None-Match": before.headers["ETag"]}).status_code == 304
+
+    assert change(clients, listed).status_code in (200, 201, 204)
+
+    after = client.get(path, headers={"If-None-Match": before.headers["ETag"]})
+    assert after.status_code == 200
+    assert after.get_json() != before.get_json()
+    assert after.headers["ETag"] == body_hash(after)
+    assert client.get(path, headers={"If-None-Match": after.headers["ETag"]}).status_code == 304
+
+
+def test_a_page_another_process_answered_still_revalidates(clients, listed):
+    """The kept tags are per process: one that has not answered the page does the work."""
+    client = clients["anonymous"]
+    etag = client.get(PAGE).headers["ETag"]
+    caching.KNOWN_TAGS.tags.clear()
+    assert client.get(PAGE, headers={"If-None-Match": etag}).status_code == 304
+
+
+def test_kept_tags_are_bounded():
+    tags = caching.KnownTags(size=3)
+    for number in range(5):
+        tags.put(bytes([number]), f'"{number}"')
+    assert list(tags.tags) == [bytes([2]), bytes([3]), bytes([4])]
+    assert tags.get(bytes([0])) is None
+    assert tags.get(bytes([2])) == '"2"'

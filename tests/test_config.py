@@ -115,6 +115,7 @@ def test_booleans_and_choices_are_read_in_any_case():
         "VOTE_REQUIRE_CONFIRMATION": "YES",
         "RATELIMIT_ENABLED": "off",
         "JSON_LOG": "1",
+        "ALLOW_MEMORY_RATELIMITS": "No",
         "MAIL_USE_TLS": "On",
         "MAIL_USE_SSL": "FALSE",
         "SESSION_COOKIE_SECURE": "true",

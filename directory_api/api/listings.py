@@ -12,6 +12,7 @@ from marshmallow import ValidationError
 from sqlalchemy import Select, bindparam, literal_column, select
 from sqlalchemy.orm import joinedload, selectinload
 
+from ..caching import answer_if_unchanged
 from ..csv_export import csv_response
 from ..csv_import import read_rows, row_key
 from ..endpoints import Access, endpoint, schema_instance
@@ -78,23 +79,20 @@ SHOWN = ("id", "slug", "name", "description", "branch", "email", "phone", "addre
 _listings, _categories = Listing.__table__, Category.__table__
 _links, _socials = ListingSocial.__table__, Social.__table__
 # A listing's social links, in their order, as one JSON value of its row.
-LINKS = (
+_link_rows = (
     select(
-        json_list(
-            json_object(
-                literal_column("'social_slug'"),
-                _socials.c.slug,
-                literal_column("'url'"),
-                _links.c.url,
-            ),
-            _links.c.position,
-        )
+        json_object(
+            literal_column("'social_slug'"), _socials.c.slug, literal_column("'url'"), _links.c.url
+        ).label("link"),
+        _links.c.position,
     )
     .select_from(_links.join(_socials, _links.c.social_id == _socials.c.id))
     .where(_links.c.listing_id == _listings.c.id)
-    .limit(1)
-    .scalar_subquery()
+    .order_by(_links.c.position)
+    .correlate(_listings)
+    .subquery()
 )
+LINKS = select(json_list(_link_rows.c.link, _link_rows.c.position)).scalar_subquery()
 # Built once, not for every page (with its cache key): what a page shows of its rows, with
 # their subcategory's slug and their links; the page's ids and order are added per request.
 SHOWN_COLUMNS = select(
@@ -176,13 +174,15 @@ def listings_blueprint(
         return stmt
 
     # Built once (not for every request, with its cache key).
-    total_of = select(ListingCount.total).where(
+    counts_of = select(ListingCount.total, ListingCount.revision).where(
         ListingCount.location_id == bindparam("location_id"), ListingCount.kind == kind
     )
 
-    def stored_total(location: Location) -> int:
-        """The unfiltered list's total, kept by the ORM (no COUNT over the location)."""
-        return db.session.scalar(total_of, {"location_id": location.id}) or 0
+    def stored_counts(location: Location) -> tuple[int, int | None]:
+        """The unfiltered list's total, kept by the ORM (no COUNT over the location), and
+        the revision of what the location's pages of this kind show."""
+        row = db.session.execute(counts_of, {"location_id": location.id}).first()
+        return (row.total, row.revision) if row else (0, None)
 
     def target_of(location: Location, data: dict[str, Any]) -> Listing:
         return find_target(model, data, model.location_id == location.id, what=noun)
@@ -190,7 +190,11 @@ def listings_blueprint(
     @bp.get("/", endpoint="list")
     @endpoint(response=ListingOut, query=list_args, paged=True)
     def list_listings(args, location: Location):
-        total = None if "subcategory" in args else stored_total(location)
+        total, revision = stored_counts(location)
+        unchanged = answer_if_unchanged(location.id, kind, revision)
+        if unchanged is not None:
+            return unchanged
+        total = None if "subcategory" in args else total
         return paginate(filtered(location, args), args, total=total, fetch=fetch_listings)
 
     @bp.get("/export.csv")
@@ -214,6 +218,9 @@ def listings_blueprint(
         path={"term": TERM_SCHEMA},
     )
     def search(args, location: Location, term: str):
+        unchanged = answer_if_unchanged(location.id, kind, stored_counts(location)[1])
+        if unchanged is not None:
+            return unchanged
         found, relevance = search_criteria(model, checked_term(term))
         stmt = filtered(location, args, *found)
         return paginate(stmt, args, default_order=[relevance, model.name], fetch=fetch_listings)

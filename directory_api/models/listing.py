@@ -1,8 +1,10 @@
 """Businesses and employers: one table, one shape, told apart by `kind`."""
 
+import secrets
 import uuid
 
 from sqlalchemy import (
+    BigInteger,
     Connection,
     Index,
     Integer,
@@ -11,11 +13,13 @@ from sqlalchemy import (
     UniqueConstraint,
     event,
     func,
+    literal,
     select,
+    tuple_,
 )
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from ..extensions import db
 from ..timeouts import unbounded
@@ -109,10 +113,16 @@ class ListingSocial(db.Model):
 
 
 class ListingCount(db.Model):
-    """How many businesses or employers a location has, kept with every insert and delete.
+    """How many businesses or employers a location has, and the revision of what their list
+    shows, kept with every change in the change's own transaction.
 
     An exact COUNT(*) over a location with 100k listings costs more than the rest of a
-    list request; the unfiltered list reads its `total` from here instead.
+    list request; the unfiltered list reads its `total` from here instead. `revision` is a
+    new random number whenever anything a list or search page of these listings shows
+    changes (a listing, its links, a category's or social's slug): a page's ETag, once
+    known for a revision, answers a revalidation without the page's work (caching.py). A
+    random number, not a counter, so that a value never comes back with other data (after
+    a recount or a restored backup).
     """
 
     __tablename__ = "listing_counts"
@@ -120,17 +130,25 @@ class ListingCount(db.Model):
     location_id: Mapped[uuid.UUID] = foreign_id("locations", ondelete="CASCADE", primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), primary_key=True)
     total: Mapped[int] = mapped_column(Integer, default=0)
+    revision: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+
+
+def new_revision() -> int:
+    return secrets.randbits(62)
 
 
 def _change_count(connection: Connection, location_id: uuid.UUID, kind: str, delta: int) -> None:
-    """Add `delta` atomically (an upsert), in the transaction of the insert or delete."""
+    """Add `delta` (0 for a change) and turn the revision, atomically (an upsert), in the
+    transaction of the change."""
     table = ListingCount.__table__
     insert = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
+    revision = new_revision()
     connection.execute(
         insert(table)
-        .values(location_id=location_id, kind=kind, total=delta)
+        .values(location_id=location_id, kind=kind, total=delta, revision=revision)
         .on_conflict_do_update(
-            index_elements=["location_id", "kind"], set_={"total": table.c.total + delta}
+            index_elements=["location_id", "kind"],
+            set_={"total": table.c.total + delta, "revision": revision},
         )
     )
 
@@ -145,6 +163,32 @@ def count_deleted(_mapper, connection: Connection, listing: Listing) -> None:
     _change_count(connection, listing.location_id, listing.kind, -1)
 
 
+@event.listens_for(Session, "after_flush")
+def turn_revisions(session: Session, _context: object) -> None:
+    """After a flush that changed what list pages show, turn their revisions: in at most
+    one statement whatever the number of rows (a category rename touches all its listings).
+    Inserted and deleted listings turned theirs with their counts."""
+    changed = (*session.dirty, *session.deleted, *session.new)
+    if any(isinstance(item, Category | Social) for item in (*session.dirty, *session.deleted)):
+        # Any list may show a category's or a social's slug.
+        session.connection().execute(
+            ListingCount.__table__.update().values(revision=new_revision())
+        )
+        return
+    listing_ids = {item.listing_id for item in changed if isinstance(item, ListingSocial)}
+    listing_ids |= {item.id for item in session.dirty if isinstance(item, Listing)}
+    if listing_ids:
+        counts, listings = ListingCount.__table__, Listing.__table__
+        of_listings = select(listings.c.location_id, listings.c.kind).where(
+            listings.c.id.in_(listing_ids)
+        )
+        session.connection().execute(
+            counts.update()
+            .where(tuple_(counts.c.location_id, counts.c.kind).in_(of_listings))
+            .values(revision=new_revision())
+        )
+
+
 def recount_listings() -> None:
     """Recompute every count, after bulk loads that bypass the ORM (flask listings recount)."""
     table = ListingCount.__table__
@@ -152,9 +196,9 @@ def recount_listings() -> None:
         db.session.execute(table.delete())
         db.session.execute(
             table.insert().from_select(
-                ["location_id", "kind", "total"],
-                select(Listing.location_id, Listing.kind, func.count()).group_by(
-                    Listing.location_id, Listing.kind
-                ),
+                ["location_id", "kind", "total", "revision"],
+                select(
+                    Listing.location_id, Listing.kind, func.count(), literal(new_revision())
+                ).group_by(Listing.location_id, Listing.kind),
             )
         )
