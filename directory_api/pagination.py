@@ -123,6 +123,7 @@ def paginate(
     options: Sequence[Any] = (),
     total: int | None = None,
     fetch: Fetch | None = None,
+    count_with_page: bool = False,
 ) -> Page:
     """One page of `stmt`, in the order `args["sort"]` asks (else `default_order`).
 
@@ -130,15 +131,12 @@ def paginate(
     `options` are loader options (eager loads) for the page's rows. `total`, when the
     caller knows it (a stored count), saves the COUNT(*). `fetch(page_ids, order)`, for hot
     lists, loads the page's rows itself (plain rows instead of ORM objects).
+    `count_with_page` counts in the statement that finds the page's ids, for lists whose
+    every match is read to order them anyway (a search by relevance): one pass, not two.
     """
     page, per_page = args["page"], args["per_page"]
     entity = stmt.column_descriptions[0]["entity"]
     tiebreak = entity.id if tiebreak is None else tiebreak
-    if total is None:
-        # COUNT(*) over the same FROM and WHERE: no subquery that would carry every column.
-        total = db.session.scalar(
-            stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None)
-        )
     clauses = [*(args.get("sort") or default_order), tiebreak.asc()]
     # A deferred join: the page's ids come from the index alone (cheap even deep in a
     # long list), then only those rows are loaded, with what the output shows.
@@ -148,9 +146,19 @@ def paginate(
         .limit(per_page)
         .offset((page - 1) * per_page)
     )
-    return Page(
-        load_rows(entity, tiebreak, page_ids, clauses, options, fetch), page, per_page, total
-    )
+    ids: Select | list[Any] = page_ids
+    if total is None and count_with_page:
+        found = db.session.execute(page_ids.add_columns(func.count().over())).all()
+        ids = [row[0] for row in found]
+        total = found[0][1] if found else None  # past the last page: counted below
+    if total is None:
+        # COUNT(*) over the same FROM and WHERE: no subquery that would carry every column.
+        total = db.session.scalar(
+            stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None)
+        )
+    if isinstance(ids, list) and not ids:
+        return Page([], page, per_page, total)
+    return Page(load_rows(entity, tiebreak, ids, clauses, options, fetch), page, per_page, total)
 
 
 def load_rows(

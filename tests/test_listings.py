@@ -415,6 +415,37 @@ def test_search_term_length_and_filters(client, world, kind):
     assert search(client, kind, "tea", "?sort=-name").get_json()["items"][0]["name"] == "Tea Room"
 
 
+def test_a_search_counts_its_matches_in_the_pass_that_pages_them(client, world, kind):
+    for number in range(25):
+        make_listing(kind[1], world["harbour"], f"shop-{number:02}", name=f"Shop {number:02}")
+    make_listing(kind[1], world["harbour"], "mill", name="Mill")
+    searched: list[str] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
+        if "search_text LIKE" in statement:  # the search's filter (not its page's order)
+            searched.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", capture)
+    try:
+        pages = {
+            page: search(client, kind, "shop", f"?perPage=10&page={page}") for page in (1, 3, 4)
+        }  # noqa: E501
+    finally:
+        event.remove(db.engine, "before_cursor_execute", capture)
+
+    assert [len(pages[page].get_json()["items"]) for page in (1, 3, 4)] == [10, 5, 0]
+    assert {pages[page].get_json()["total"] for page in (1, 3, 4)} == {25}
+    assert names(pages[3])[0] == "Shop 20"
+    # Pages 1 and 3: one statement each runs the search; page 4, past the end, counts too.
+    assert len(searched) == 4, searched
+    assert search(client, kind, "nothing-like-it").get_json() == {
+        "items": [],
+        "page": 1,
+        "perPage": 20,
+        "total": 0,
+    }
+
+
 def test_a_search_term_with_line_breaks_pages_with_an_encoded_link(client, world, kind):
     """Regression (fuzzing): the Link header repeated the decoded path, line break and all,
     and building the response failed with a 500."""
@@ -447,11 +478,12 @@ def test_renaming_a_subcategory_updates_search(super_client, world, kind):
 
 
 def search_and_plan(client, path: str, marker: str) -> tuple[list[str], list[str]]:
-    """The slugs a search answers, and the query plan of its statement containing `marker`."""
+    """The slugs a search answers, and the query plan of its first statement containing
+    `marker` (besides a plain COUNT): the one that searches."""
     captured: list[tuple[str, object]] = []
 
     def capture(conn, cursor, statement, parameters, context, executemany):
-        if marker in statement and "count(" not in statement:
+        if marker in statement and not statement.startswith("SELECT count("):
             captured.append((statement, parameters))
 
     event.listen(db.engine, "before_cursor_execute", capture)
@@ -459,7 +491,7 @@ def search_and_plan(client, path: str, marker: str) -> tuple[list[str], list[str
         response = client.get(path)
     finally:
         event.remove(db.engine, "before_cursor_execute", capture)
-    statement, parameters = captured[-1]
+    statement, parameters = captured[0]
     explain = "EXPLAIN QUERY PLAN " if db.engine.dialect.name == "sqlite" else "EXPLAIN "
     with db.engine.connect() as connection:
         rows = connection.exec_driver_sql(explain + statement, parameters).all()

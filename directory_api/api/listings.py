@@ -223,7 +223,13 @@ def listings_blueprint(
             return unchanged
         found, relevance = search_criteria(model, checked_term(term))
         stmt = filtered(location, args, *found)
-        return paginate(stmt, args, default_order=[relevance, model.name], fetch=fetch_listings)
+        return paginate(
+            stmt,
+            args,
+            default_order=[relevance, model.name],
+            fetch=fetch_listings,
+            count_with_page=True,
+        )
 
     @bp.post("/import")
     @endpoint(ListingIn, ImportOut, query=ImportArgs, access=Access.ACCESS, csv_body=True)
