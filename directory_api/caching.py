@@ -13,13 +13,11 @@ before the page's work. The ETag is the body's hash all the same (it is the one 
 then); a process that has not answered that page yet does the work and compares as usual.
 """
 
-import hashlib
-from collections import OrderedDict
 from collections.abc import Hashable
-from threading import Lock
 
 from flask import Flask, Response, current_app, g, request, session
 
+from .recent import RecentlyUsed, request_key
 from .sessions import USER_KEY
 
 CONDITIONAL_METHODS = frozenset({"GET", "HEAD"})
@@ -27,39 +25,15 @@ ANSWERED = frozenset({200, 304})
 UNCACHED_PREFIX = "/health"  # liveness and readiness: always asked afresh
 
 
-class KnownTags:
-    """The ETags of recent answers by what determined them, the most recent `size` per
-    process. Keys are digests: a hostile client varying query strings only evicts."""
-
-    def __init__(self, size: int = 10_000) -> None:
-        self.size = size
-        self.tags: OrderedDict[bytes, str] = OrderedDict()
-        self.lock = Lock()
-
-    def get(self, key: bytes) -> str | None:
-        with self.lock:
-            tag = self.tags.get(key)
-            if tag is not None:
-                self.tags.move_to_end(key)
-            return tag
-
-    def put(self, key: bytes, tag: str) -> None:
-        with self.lock:
-            self.tags[key] = tag
-            self.tags.move_to_end(key)
-            if len(self.tags) > self.size:
-                self.tags.popitem(last=False)
-
-
-KNOWN_TAGS = KnownTags()
+# The ETag answered last for a revision and URL (recent.py).
+KNOWN_TAGS = RecentlyUsed()
 
 
 def answer_if_unchanged(*revision: Hashable) -> Response | None:
     """For a read whose answer is determined by `revision` and its URL: a 304 when the
     client holds the ETag answered for them last; else None, and this answer's ETag is kept
     (by `cache_headers`)."""
-    key = hashlib.blake2b(repr((request.path, request.query_string, revision)).encode()).digest()
-    g.tag_key = key
+    key = g.tag_key = request_key(*revision)
     tag = KNOWN_TAGS.get(key)
     if tag is None or not request.if_none_match.contains_weak(tag):
         return None

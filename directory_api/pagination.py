@@ -6,17 +6,19 @@ whose `sort` field loads as ORDER BY clauses; the view returns `paginate(stmt, a
 """
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from flask import Response, jsonify, request
 from marshmallow import Schema, ValidationError, fields, validate
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, literal, select, tuple_
 from sqlalchemy.orm import InstrumentedAttribute
+from sqlalchemy.sql import operators
 
 from .extensions import db
+from .recent import RecentlyUsed, request_key
 
 MAX_PER_PAGE = 100
 DEFAULT_PER_PAGE = 20
@@ -124,6 +126,7 @@ def paginate(
     total: int | None = None,
     fetch: Fetch | None = None,
     count_with_page: bool = False,
+    revision: tuple[Hashable, ...] | None = None,
 ) -> Page:
     """One page of `stmt`, in the order `args["sort"]` asks (else `default_order`).
 
@@ -133,6 +136,9 @@ def paginate(
     lists, loads the page's rows itself (plain rows instead of ORM objects).
     `count_with_page` counts in the statement that finds the page's ids, for lists whose
     every match is read to order them anyway (a search by relevance): one pass, not two.
+    `revision`, what determines the list's rows (a stored revision), lets the process
+    remember where pages start (`PAGE_STARTS`): a page asked again, or the one after a page
+    it answered, starts at its first row's sort key instead of skipping every row before.
     """
     page, per_page = args["page"], args["per_page"]
     entity = stmt.column_descriptions[0]["entity"]
@@ -144,8 +150,13 @@ def paginate(
         stmt.with_only_columns(tiebreak, maintain_column_froms=True)
         .order_by(*clauses)
         .limit(per_page)
-        .offset((page - 1) * per_page)
     )
+    keys = sort_keys(clauses) if revision is not None else None
+    start = PAGE_STARTS.get(request_key(*revision, page, skip_arg="page")) if keys else None
+    if start is not None:
+        page_ids = page_ids.where(start_at(keys, *start))
+    else:
+        page_ids = page_ids.offset((page - 1) * per_page)
     ids: Select | list[Any] = page_ids
     if total is None and count_with_page:
         found = db.session.execute(page_ids.add_columns(func.count().over())).all()
@@ -158,7 +169,70 @@ def paginate(
         )
     if isinstance(ids, list) and not ids:
         return Page([], page, per_page, total)
-    return Page(load_rows(entity, tiebreak, ids, clauses, options, fetch), page, per_page, total)
+    rows = load_rows(entity, tiebreak, ids, clauses, options, fetch)
+    if keys and revision is not None and rows:
+        # Page 1 starts at the start; a page found from its start has it remembered.
+        remember_starts(
+            keys,
+            revision,
+            page,
+            rows,
+            this=page > 1 and start is None,
+            following=len(rows) == per_page,
+        )
+    return Page(rows, page, per_page, total)
+
+
+# Where recently answered pages of revisioned lists start (recent.py): by revision, URL
+# (less `page`) and page, the sort key of the page's first row, or of the row just before.
+PAGE_STARTS = RecentlyUsed()
+
+
+def sort_keys(clauses: list[Any]) -> tuple[list[Any], bool] | None:
+    """The sort's columns and whether it is ascending, if every clause goes one way (one
+    row comparison then finds a start along the index); else None."""
+    directions = {clause.modifier for clause in clauses}
+    if len(directions) != 1 or directions.pop() not in (operators.asc_op, operators.desc_op):
+        return None
+    return [clause.element for clause in clauses], clauses[0].modifier is operators.asc_op
+
+
+def start_at(keys: tuple[list[Any], bool], values: tuple[Any, ...], inclusive: bool) -> Any:
+    """The rows from (or after) the row whose sort key is `values`."""
+    columns, ascending = keys
+    row, anchor = (
+        tuple_(*columns),
+        tuple_(*(literal(v, c.type) for v, c in zip(values, columns, strict=True))),
+    )
+    if ascending:
+        return row >= anchor if inclusive else row > anchor
+    return row <= anchor if inclusive else row < anchor
+
+
+def remember_starts(
+    keys: tuple[list[Any], bool],
+    revision: tuple[Hashable, ...],
+    page: int,
+    rows: Sequence[Any],
+    *,
+    this: bool,
+    following: bool,
+) -> None:
+    """This page starts at its first row; the next one after its last."""
+    columns = keys[0]
+    first = sort_key(rows[0], columns) if this else None
+    if first is not None:
+        PAGE_STARTS.put(request_key(*revision, page, skip_arg="page"), (first, True))
+    last = sort_key(rows[-1], columns) if following else None
+    if last is not None:
+        PAGE_STARTS.put(request_key(*revision, page + 1, skip_arg="page"), (last, False))
+
+
+def sort_key(row: Any, columns: list[Any]) -> tuple[Any, ...] | None:
+    """A row's values of the sort's columns (a plain row or an ORM object); None if one is
+    NULL (NULLs sort differently on each database: those pages skip rows)."""
+    values = tuple(row[c.key] if isinstance(row, Mapping) else getattr(row, c.key) for c in columns)
+    return None if None in values else values
 
 
 def load_rows(

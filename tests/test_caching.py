@@ -7,6 +7,7 @@ from sqlalchemy import event
 
 from directory_api import caching
 from directory_api.extensions import db
+from directory_api.recent import RecentlyUsed
 
 from .conftest import assert_problem, signed_in
 from .factories import make_category, make_listing, make_region, make_social, make_user
@@ -220,14 +221,14 @@ def test_a_page_another_process_answered_still_revalidates(clients, listed):
     """The kept tags are per process: one that has not answered the page does the work."""
     client = clients["anonymous"]
     etag = client.get(PAGE).headers["ETag"]
-    caching.KNOWN_TAGS.tags.clear()
+    caching.KNOWN_TAGS.entries.clear()
     assert client.get(PAGE, headers={"If-None-Match": etag}).status_code == 304
 
 
 def test_kept_tags_are_bounded():
-    tags = caching.KnownTags(size=3)
+    tags = RecentlyUsed(size=3)
     for number in range(5):
         tags.put(bytes([number]), f'"{number}"')
-    assert list(tags.tags) == [bytes([2]), bytes([3]), bytes([4])]
+    assert list(tags.entries) == [bytes([2]), bytes([3]), bytes([4])]
     assert tags.get(bytes([0])) is None
     assert tags.get(bytes([2])) == '"2"'

@@ -1,12 +1,14 @@
 """/locations/:slug/businesses and …/employers: one shape, tested for both kinds."""
 
 import hashlib
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import event, text
 
+from directory_api import pagination
 from directory_api.extensions import db
-from directory_api.models import Business, Employer, ListingSocial
+from directory_api.models import Business, Employer, ListingSocial, utcnow
 from directory_api.timeouts import unbounded
 
 from .conftest import PG_URL, PROBLEM
@@ -429,7 +431,7 @@ def test_a_search_counts_its_matches_in_the_pass_that_pages_them(client, world, 
     try:
         pages = {
             page: search(client, kind, "shop", f"?perPage=10&page={page}") for page in (1, 3, 4)
-        }  # noqa: E501
+        }
     finally:
         event.remove(db.engine, "before_cursor_execute", capture)
 
@@ -574,3 +576,84 @@ def test_search_follows_renames_and_deletes(clients, world, kind):
     assert names(search(client, kind, "harbour diner")) == ["Harbour Diner"]
     client.delete(url(kind), json={"slug": "lighthouse-diner"})
     assert names(search(client, kind, "harbour diner")) == []
+
+
+# Deep pages start where the process saw them start (issue 19) --------------------------------
+
+
+@pytest.fixture
+def many(world, kind):
+    """45 listings, names repeating (ties break on id), created a second apart."""
+    clock = utcnow()
+    for number in range(45):
+        make_listing(
+            kind[1],
+            world["harbour"],
+            f"place-{number:02}",
+            name=f"Place {number % 7}",
+            created_at=clock + timedelta(seconds=number % 11),
+        )
+
+
+def walk(client, kind, query: str) -> list[list[str]]:
+    """Every page of the list, in order: slugs per page."""
+    pages = []
+    for page in range(1, 7):
+        response = client.get(url(kind) + f"?perPage=10&page={page}&{query}")
+        assert response.status_code == 200, response.get_json()
+        assert response.get_json()["total"] == 45
+        pages.append([item["slug"] for item in response.get_json()["items"]])
+    return pages
+
+
+def found_from_a_start(client, path: str) -> bool:
+    """Whether the page was found from a remembered start (a row comparison on the sort
+    key), rather than by skipping the rows before it (OFFSET)."""
+    captured: list[str] = []
+
+    def capture(conn, cursor, statement, *_args) -> None:
+        captured.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", capture)
+    try:
+        assert client.get(path).status_code == 200
+    finally:
+        event.remove(db.engine, "before_cursor_execute", capture)
+    return any("(listings.name, listings.id) >" in statement for statement in captured)
+
+
+@pytest.mark.parametrize("sort", ["", "sort=-name", "sort=createdAt", "sort=-name,-createdAt"])
+def test_pages_found_from_a_remembered_start_are_the_pages(client, many, kind, sort):
+    pagination.PAGE_STARTS.entries.clear()
+    walked = walk(client, kind, sort)  # each page after the one before: starts remembered
+    asked_again = walk(client, kind, sort)
+    pagination.PAGE_STARTS.entries.clear()
+    # Asked in reverse order, with nothing remembered, every page is found by skipping rows.
+    backwards = {}
+    for page in range(6, 0, -1):
+        pagination.PAGE_STARTS.entries.clear()
+        query = f"?perPage=10&page={page}&{sort}"
+        backwards[page] = [
+            item["slug"] for item in client.get(url(kind) + query).get_json()["items"]
+        ]
+    assert walked == asked_again == [backwards[page] for page in range(1, 7)]
+    assert len({slug for page in walked for slug in page}) == 45 and walked[-1] == []
+
+
+def test_a_deep_page_seen_before_is_found_without_skipping_rows(client, many, kind):
+    deep = url(kind) + "?perPage=10&page=4"
+    pagination.PAGE_STARTS.entries.clear()
+    assert not found_from_a_start(client, deep)  # the first time, it skips 30 rows
+    assert found_from_a_start(client, deep)  # asked again: from its first row
+    assert found_from_a_start(client, url(kind) + "?perPage=10&page=5")  # and the next one
+
+
+def test_a_change_forgets_where_pages_started(clients, many, kind):
+    client = clients["anonymous"]
+    before = walk(client, kind, "")
+    assert clients["owner"].post(url(kind), json={"name": "Place 0"}).status_code == 201
+    after = [client.get(url(kind) + f"?perPage=10&page={page}").get_json() for page in (3, 4)]
+    pagination.PAGE_STARTS.entries.clear()
+    fresh = [client.get(url(kind) + f"?perPage=10&page={page}").get_json() for page in (3, 4)]
+    assert after == fresh
+    assert [item["slug"] for item in after[0]["items"]] != before[2]

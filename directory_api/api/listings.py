@@ -195,7 +195,13 @@ def listings_blueprint(
         if unchanged is not None:
             return unchanged
         total = None if "subcategory" in args else total
-        return paginate(filtered(location, args), args, total=total, fetch=fetch_listings)
+        return paginate(
+            filtered(location, args),
+            args,
+            total=total,
+            fetch=fetch_listings,
+            revision=(location.id, kind, revision),
+        )
 
     @bp.get("/export.csv")
     @endpoint(response=ListingOut, query=export_args, csv=True)
