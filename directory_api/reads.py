@@ -12,32 +12,32 @@ transaction (`read_in_transaction`).
 Writes keep their transaction. SQLite is left as it is: its driver sends no BEGIN before a
 read, and switching its isolation on every checkout would cost a PRAGMA.
 
-The pool checks a connection before lending it (a round trip) only when it has been idle
-for `DATABASE_PING_AFTER` seconds: a busy pool's connections were just used. A connection
-that dies between two close requests fails the one request that meets it (a 503, like any
-lost connection), and the pool then replaces every connection it held.
+The pool pings a connection only after it sat idle (timeouts.py). When the server
+restarted since, the first statement to meet a lost connection makes the pool replace
+every connection it held; a read then runs that statement again on a new one, and a write
+answers 503 (nothing of it was kept: the client retries).
 """
 
-import time
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from flask import g, has_request_context, request
 from flask_sqlalchemy.session import Session
 from sqlalchemy import Engine, event, exc
 
+from .timeouts import NoAnswer
+
 READ_METHODS = frozenset({"GET", "HEAD"})
-_autocommit: WeakKeyDictionary[Engine, Engine] = WeakKeyDictionary()
 
 
 def autocommit_engine(engine: Engine) -> Engine:
-    """`engine` for reads: the same pool, in autocommit on PostgreSQL (made once)."""
-    found = _autocommit.get(engine)
+    """`engine` for reads: the same pool, in autocommit on PostgreSQL (made once, kept on
+    the engine itself)."""
+    found = engine.__dict__.get("_for_reads")
     if found is None:
         found = engine
         if engine.dialect.name == "postgresql":
             found = engine.execution_options(isolation_level="AUTOCOMMIT")
-        _autocommit[engine] = found
+        engine.__dict__["_for_reads"] = found
     return found
 
 
@@ -63,6 +63,20 @@ class ReadAwareSession(Session):
         engine = super().get_bind(mapper, clause=clause, bind=bind, **kwargs)
         return autocommit_engine(engine) if reading() else engine
 
+    def _execute_internal(self, *args: Any, **kwargs: Any) -> Any:
+        """Every statement of the ORM passes here (execute, scalar(s), get, loads). A read
+        that finds its connection lost (the server restarted since the connection was last
+        pinged) runs again once on a new one: in autocommit nothing else was lost with it.
+        A write is not retried (its transaction is gone: a 503 the client may retry), nor a
+        round trip that got no answer (that waits out another timeout)."""
+        try:
+            return super()._execute_internal(*args, **kwargs)
+        except exc.DBAPIError as error:
+            if not (reading() and error.connection_invalidated) or isinstance(error.orig, NoAnswer):
+                raise
+            self.rollback()
+            return super()._execute_internal(*args, **kwargs)
+
 
 def refuse_writes_in_reads(session: Any, _context: Any, _instances: Any) -> None:
     if reading() and (session.new or session.dirty or session.deleted):
@@ -70,25 +84,3 @@ def refuse_writes_in_reads(session: Any, _context: Any, _instances: Any) -> None
 
 
 event.listen(ReadAwareSession, "before_flush", refuse_writes_in_reads)
-
-
-def ping_when_idle(engine: Engine, ping_after: float) -> None:
-    """Check a pooled connection before lending it only if it sat idle `ping_after` s."""
-    ping = engine.dialect.do_ping
-
-    @event.listens_for(engine, "checkin")
-    def returned(_dbapi_connection: Any, record: Any) -> None:
-        if record is not None:
-            record.info["returned_at"] = time.monotonic()
-
-    @event.listens_for(engine, "checkout")
-    def lent(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        returned_at = record.info.get("returned_at")
-        if returned_at is None or time.monotonic() - returned_at < ping_after:
-            return  # new (just connected), or used a moment ago
-        try:
-            alive = ping(dbapi_connection)
-        except Exception as error:  # the pool takes any failure as a dead connection
-            raise exc.DisconnectionError(str(error)) from error
-        if not alive:
-            raise exc.DisconnectionError("the connection did not answer its ping")

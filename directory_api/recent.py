@@ -3,17 +3,21 @@ by digests, so that a hostile client varying its URLs only evicts.
 
 `caching.py` keeps the ETag answered for a list revision and URL (a 304 before the work);
 `pagination.py` keeps where the pages of a list revision start (a deep page without the
-walk over the rows before it). A key names the data's revision, so a change makes the
-entries for the old data unreachable rather than wrong.
+walk over the rows before it). A key names the data's revision, so a change made through
+the app makes the entries for the old data unreachable rather than wrong. A change that
+bypasses the app's events (SQL by hand, a worker of the previous release during a rolling
+deploy) does not turn the revision: entries live `PUBLIC_MAX_AGE` seconds, so such a
+change is seen within the time any public cache may keep the page anyway (0: none kept).
 """
 
 import hashlib
 from collections import OrderedDict
 from collections.abc import Hashable
 from threading import Lock
+from time import monotonic
 from typing import Any
 
-from flask import request
+from flask import current_app, request
 
 
 class RecentlyUsed:
@@ -25,15 +29,22 @@ class RecentlyUsed:
         self.lock = Lock()
 
     def get(self, key: bytes) -> Any:
+        """The value kept for `key`, if it was kept less than `PUBLIC_MAX_AGE` s ago."""
+        lifetime = current_app.config["PUBLIC_MAX_AGE"]
         with self.lock:
-            value = self.entries.get(key)
-            if value is not None:
-                self.entries.move_to_end(key)
+            entry = self.entries.get(key)
+            if entry is None:
+                return None
+            value, kept_at = entry
+            if monotonic() - kept_at >= lifetime:
+                del self.entries[key]
+                return None
+            self.entries.move_to_end(key)
             return value
 
     def put(self, key: bytes, value: Any) -> None:
         with self.lock:
-            self.entries[key] = value
+            self.entries[key] = (value, monotonic())
             self.entries.move_to_end(key)
             if len(self.entries) > self.size:
                 self.entries.popitem(last=False)

@@ -5,10 +5,11 @@ PostgreSQL: libpq's `connect_timeout` bounds connecting (TCP and the start-up ex
 on any round trip that gets no answer within the statement timeout plus a margin. Only the
 last one helps when the server (or the network to it) accepts and then never answers: the
 server-side timeout never fires there, and TCP keeps acknowledging. The pool's ping on
-checkout (of a connection idle for a while: reads.py) waits no longer than a connect would,
-and the pool's checkout timeout bounds the wait for a free connection when every one is
-busy. Worst case for a request that meets a frozen server: ping + reconnect, or one
-unanswered statement, 6 s with the defaults.
+checkout (only of a connection idle for `DATABASE_PING_AFTER` s: a busy pool's connections
+were just used) waits no longer than a connect would, and the pool's checkout timeout
+bounds the wait for a free connection when every one is busy. Worst case for a request
+that meets a frozen server: ping + reconnect, or one unanswered statement, 6 s with the
+defaults.
 
 Redis (sessions and rate limits): socket connect and read timeouts, and one immediate retry
 instead of redis-py's default three with backoff (which turned a frozen Redis into 5–12 s
@@ -17,6 +18,7 @@ per request).
 SMTP has its own timeout in `outbox.py`; requests never talk to SMTP.
 """
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,13 +28,15 @@ from flask import Flask
 from psycopg.errors import _WaitTimeout
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from sqlalchemy import Connection, Engine, event
-
-from .reads import ping_when_idle
+from sqlalchemy import Connection, Engine, event, exc
 
 # Added to the statement timeout before the client stops waiting for an answer, so that a
 # merely slow statement is cancelled by the server (a clean error) rather than cut off.
 CLIENT_MARGIN_SECONDS = 1.0
+
+
+class NoAnswer(psycopg.OperationalError):
+    """A round trip that got no answer in time (the connection is closed with it)."""
 
 
 class BoundedConnection(psycopg.Connection):
@@ -49,7 +53,7 @@ class BoundedConnection(psycopg.Connection):
             # Mid-exchange, the connection can never be used again: closing it makes
             # SQLAlchemy see a disconnect and drop it from the pool.
             self.close()
-            raise psycopg.OperationalError(
+            raise NoAnswer(
                 f"no answer from the database within {self.round_trip_timeout:g} s"
             ) from error
 
@@ -93,6 +97,28 @@ def bound_postgresql(app: Flask, engine: Engine) -> None:
 
     engine.dialect.do_ping = bounded_ping  # type: ignore[method-assign]
     ping_when_idle(engine, float(app.config["DATABASE_PING_AFTER"]))
+
+
+def ping_when_idle(engine: Engine, ping_after: float) -> None:
+    """Check a pooled connection before lending it only if it sat idle `ping_after` s."""
+    ping = engine.dialect.do_ping
+
+    @event.listens_for(engine, "checkin")
+    def returned(_dbapi_connection: Any, record: Any) -> None:
+        if record is not None:
+            record.info["returned_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def lent(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        returned_at = record.info.get("returned_at")
+        if returned_at is None or time.monotonic() - returned_at < ping_after:
+            return  # new (just connected), or used a moment ago
+        try:
+            alive = ping(dbapi_connection)
+        except Exception as error:  # the pool takes any failure as a dead connection
+            raise exc.InvalidatePoolError(str(error)) from error
+        if not alive:
+            raise exc.InvalidatePoolError("the connection did not answer its ping")
 
 
 @contextmanager

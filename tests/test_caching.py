@@ -3,10 +3,11 @@
 import hashlib
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, update
 
-from directory_api import caching
+from directory_api import caching, recent
 from directory_api.extensions import db
+from directory_api.models import Listing
 from directory_api.recent import RecentlyUsed
 
 from .conftest import assert_problem, signed_in
@@ -225,10 +226,33 @@ def test_a_page_another_process_answered_still_revalidates(clients, listed):
     assert client.get(PAGE, headers={"If-None-Match": etag}).status_code == 304
 
 
-def test_kept_tags_are_bounded():
+def test_kept_tags_are_bounded(app):
     tags = RecentlyUsed(size=3)
     for number in range(5):
         tags.put(bytes([number]), f'"{number}"')
     assert list(tags.entries) == [bytes([2]), bytes([3]), bytes([4])]
-    assert tags.get(bytes([0])) is None
-    assert tags.get(bytes([2])) == '"2"'
+    with app.app_context():
+        assert tags.get(bytes([0])) is None
+        assert tags.get(bytes([2])) == '"2"'
+
+
+def test_a_change_made_around_the_app_is_seen_within_the_public_lifetime(
+    app, clients, listed, monkeypatch
+):
+    """SQL by hand (or an older release's worker) does not turn the revision: what the
+    process remembers lives as long as a public cache may keep the page (PUBLIC_MAX_AGE)."""
+    client = clients["anonymous"]
+    tag = client.get(PAGE).headers["ETag"]
+    with app.app_context():
+        db.session.execute(
+            update(Listing).where(Listing.slug == "bakery").values(name="Renamed by hand")
+        )
+        db.session.commit()
+    assert client.get(PAGE, headers={"If-None-Match": tag}).status_code == 304
+    now = recent.monotonic()
+    monkeypatch.setattr(recent, "monotonic", lambda: now + 30)
+
+    fresh = client.get(PAGE, headers={"If-None-Match": tag})
+
+    assert fresh.status_code == 200
+    assert "Renamed by hand" in {item["name"] for item in fresh.get_json()["items"]}

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 import redis
 from sqlalchemy import func, select, text
@@ -26,7 +27,7 @@ from directory_api.outbox import deliver_due, queue_mail, run_worker
 from directory_api.timeouts import unbounded
 
 from .conftest import PG_URL, PROBLEM, Clock, queued_mail, send_outbox, signed_in, smtp_settings
-from .factories import PASSWORD, make_user
+from .factories import PASSWORD, make_region, make_user
 from .faults import RedisServer, SilentSMTP, TcpProxy, tcp_proxy
 from .test_outbox import queue
 
@@ -152,6 +153,50 @@ def test_a_cut_database_answers_503_at_once_and_recovers(proxied_app, pg_proxy):
 
     pg_proxy.restore()
     assert eventually(lambda: client.get("/health").status_code == 200)
+
+
+def drop_the_pooled_connections(app) -> None:
+    """What a server restart does to the app's pooled connections: the server ends them
+    (only these: the test database's other sessions are left alone)."""
+    with app.app_context():
+        pids = {db.session.scalar(text("SELECT pg_backend_pid()"))}
+        db.session.rollback()
+    with psycopg.connect(PG_URL.replace("postgresql+psycopg://", "postgresql://")) as admin:
+        for pid in pids:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+@needs_postgresql
+def test_a_read_right_after_a_server_restart_is_answered_on_a_new_connection(app_factory):
+    """The pool pings only connections idle for a while (DATABASE_PING_AFTER); a read that
+    meets one the server ended runs again on a new connection instead of a 503."""
+    fresh = app_factory(DATABASE_PING_AFTER=60)
+    with fresh.app_context():
+        make_region("north")
+    client = fresh.test_client()
+    assert client.get("/regions/").status_code == 200
+
+    drop_the_pooled_connections(fresh)
+
+    response = client.get("/regions/")
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert [item["slug"] for item in response.get_json()["items"]] == ["north"]
+
+
+@needs_postgresql
+def test_a_write_right_after_a_server_restart_is_refused_whole(app_factory):
+    fresh = app_factory(DATABASE_PING_AFTER=60)
+    with fresh.app_context():
+        make_user("boss@example.com", is_super=True)
+    client = signed_in(fresh, "boss@example.com")
+    assert client.get("/regions/").status_code == 200
+
+    drop_the_pooled_connections(fresh)
+
+    assert_unavailable(*timed(client.post, "/regions/", json={"name": "Lake District"}), 3.0)
+    assert client.post("/regions/", json={"name": "Lake District"}).status_code == 201
+    with fresh.app_context():
+        assert db.session.scalar(select(func.count()).where(Region.name == "Lake District")) == 1
 
 
 @needs_postgresql
