@@ -74,8 +74,13 @@ LOCATION_BY_SLUG = (
 
 
 def get_location_or_404(slug: str) -> Location:
-    """The location a path names: the one lookup every /locations/:slug/… endpoint uses."""
-    location = db.session.scalar(LOCATION_BY_SLUG, {"slug": slug})
+    """The location a path names: the lookup of every /locations/:slug/… endpoint (or, for
+    one that loads more with it, `located`)."""
+    return located(db.session.scalar(LOCATION_BY_SLUG, {"slug": slug}), slug)
+
+
+def located(location: Location | None, slug: str) -> Location:
+    """`location`, found by `slug`, or the 404 of a path naming none."""
     if location is None:
         abort(404, f"No location {slug!r}.")
     return location

@@ -38,6 +38,7 @@ from .bodies import (
     load_query,
 )
 from .idempotency import idempotent as honour_idempotency_key
+from .models import Location
 from .pagination import Page, page_answer
 from .reads import read_in_transaction
 
@@ -83,6 +84,9 @@ class Endpoint:
     not_found: bool = False
     failures: Mapping[int, str] = field(default_factory=dict)
     path: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # How the location a path names is loaded (404 when there is none): a view that needs
+    # more of it loads that in the same statement (access.located).
+    locate: Callable[[str], Location] = get_location_or_404
 
 
 @dataclass
@@ -164,7 +168,7 @@ def endpoint(
                 read_in_transaction()  # its rows stream from a server-side cursor
             check_signed_in(declaration.access)
             if "slug" in path:
-                path["location"] = g.path_location = get_location_or_404(path.pop("slug"))
+                path["location"] = g.path_location = declaration.locate(path.pop("slug"))
             check_access(declaration.access, path.get("location"))
             return guarded(**path)
 

@@ -11,7 +11,7 @@ from directory_api.extensions import db
 from directory_api.models import Business, Employer, ListingSocial, utcnow
 from directory_api.timeouts import unbounded
 
-from .conftest import PG_URL, PROBLEM
+from .conftest import PG_URL, PROBLEM, assert_problem
 from .factories import (
     make_category,
     make_listing,
@@ -657,3 +657,9 @@ def test_a_change_forgets_where_pages_started(clients, many, kind):
     fresh = [client.get(url(kind) + f"?perPage=10&page={page}").get_json() for page in (3, 4)]
     assert after == fresh
     assert [item["slug"] for item in after[0]["items"]] != before[2]
+
+
+@pytest.mark.parametrize("rest", ["", "search/shop", "slug/shop"])
+def test_a_location_that_is_not_there_is_404_on_every_read(client, kind, rest):
+    body = assert_problem(client.get(url(kind, "nowhere", rest)), 404)
+    assert body["detail"] == "No location 'nowhere'."

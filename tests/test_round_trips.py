@@ -77,8 +77,9 @@ def test_a_list_page_is_its_statements_alone(app_factory, round_trips):
         {"social": "facebook", "url": "https://f.example/a"},
     ]
     assert body["total"] == 25
-    # The location, its stored total, the page with its links: no ping, BEGIN or ROLLBACK.
-    assert len(statements) == 3
+    # The location with its stored counts, then the page with its links: no ping, BEGIN
+    # or ROLLBACK.
+    assert len(statements) == 2
     assert trips == len(statements)
 
 
@@ -102,3 +103,18 @@ def test_a_read_that_writes_is_refused_rather_than_half_done(app):
         with pytest.raises(RuntimeError, match="GET /regions/ tried to write"):
             db.session.flush()
         db.session.rollback()
+
+
+@needs_postgresql
+def test_a_revalidated_list_page_is_one_round_trip(app_factory, round_trips):
+    counter, url = round_trips
+    app = app_factory(SQLALCHEMY_DATABASE_URI=url)
+    with app.app_context():
+        listed_location()
+        client = app.test_client()
+        etag = client.get(LIST).headers["ETag"]
+        counter.count = 0
+        response = client.get(LIST, headers={"If-None-Match": etag})
+
+    assert response.status_code == 304
+    assert counter.count == 1  # the location with the list's revision

@@ -7,11 +7,12 @@ DELETE name their target in the body by `id` or current `slug`.
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint
+from flask import Blueprint, g
 from marshmallow import ValidationError
 from sqlalchemy import Select, bindparam, literal_column, select
-from sqlalchemy.orm import joinedload, selectinload
+from sqlalchemy.orm import joinedload, lazyload, selectinload
 
+from ..access import located
 from ..caching import answer_if_unchanged
 from ..csv_export import csv_response
 from ..csv_import import read_rows, row_key
@@ -173,24 +174,34 @@ def listings_blueprint(
             stmt = stmt.where(model.subcategory_id == id_by_slug(Category, args["subcategory"]))
         return stmt
 
-    # Built once (not for every request, with its cache key).
-    counts_of = select(ListingCount.total, ListingCount.revision).where(
-        ListingCount.location_id == bindparam("location_id"), ListingCount.kind == kind
+    # Built once (not for every request, with its cache key): the path's location with
+    # its stored counts of this kind, in one statement.
+    location_with_counts = (
+        select(Location, ListingCount.total, ListingCount.revision)
+        .outerjoin(
+            ListingCount,
+            (ListingCount.location_id == Location.id) & (ListingCount.kind == kind),
+        )
+        .where(Location.slug == bindparam("slug"))
+        .options(lazyload(Location.region))
     )
 
-    def stored_counts(location: Location) -> tuple[int, int | None]:
-        """The unfiltered list's total, kept by the ORM (no COUNT over the location), and
-        the revision of what the location's pages of this kind show."""
-        row = db.session.execute(counts_of, {"location_id": location.id}).first()
-        return (row.total, row.revision) if row else (0, None)
+    def locate_with_counts(slug: str) -> Location:
+        """The path's location (as `@endpoint` loads it), and in `g.listing_counts` the
+        unfiltered list's total, kept by the ORM (no COUNT over the location), and the
+        revision of what the location's pages of this kind show."""
+        row = db.session.execute(location_with_counts, {"slug": slug}).first()
+        location = located(row[0] if row else None, slug)
+        g.listing_counts = (row.total or 0, row.revision)
+        return location
 
     def target_of(location: Location, data: dict[str, Any]) -> Listing:
         return find_target(model, data, model.location_id == location.id, what=noun)
 
     @bp.get("/", endpoint="list")
-    @endpoint(response=ListingOut, query=list_args, paged=True)
+    @endpoint(response=ListingOut, query=list_args, paged=True, locate=locate_with_counts)
     def list_listings(args, location: Location):
-        total, revision = stored_counts(location)
+        total, revision = g.listing_counts
         unchanged = answer_if_unchanged(location.id, kind, revision)
         if unchanged is not None:
             return unchanged
@@ -222,9 +233,10 @@ def listings_blueprint(
         query=search_args,
         paged=True,
         path={"term": TERM_SCHEMA},
+        locate=locate_with_counts,
     )
     def search(args, location: Location, term: str):
-        unchanged = answer_if_unchanged(location.id, kind, stored_counts(location)[1])
+        unchanged = answer_if_unchanged(location.id, kind, g.listing_counts[1])
         if unchanged is not None:
             return unchanged
         found, relevance = search_criteria(model, checked_term(term))
