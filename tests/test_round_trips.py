@@ -6,6 +6,7 @@ statement.
 """
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from sqlalchemy import event
@@ -34,6 +35,25 @@ def round_trips() -> Iterator[tuple[RoundTrips, str]]:
         yield counter, proxied.render_as_string(False)
 
 
+@pytest.fixture
+def proxied(app_factory, round_trips):
+    """Builds an app (with `settings`) whose database is behind the counter, the listed
+    location in it, its pool connected: (counter, client) inside its app context."""
+    counter, url = round_trips
+
+    @contextmanager
+    def build(**settings) -> Iterator[tuple[RoundTrips, object]]:
+        app = app_factory(SQLALCHEMY_DATABASE_URI=url, **settings)
+        with app.app_context():
+            listed_location()
+            client = app.test_client()
+            assert client.get(LIST).status_code == 200  # the pool connects once
+            counter.count = 0
+            yield counter, client
+
+    return build
+
+
 def listed_location() -> None:
     location = make_location("harbour")
     instagram, facebook = make_social("instagram"), make_social("facebook")
@@ -60,14 +80,8 @@ def costs(counter: RoundTrips, client, path: str) -> tuple[int, list[str], dict]
 
 
 @needs_postgresql
-def test_a_list_page_is_its_statements_alone(app_factory, round_trips):
-    counter, url = round_trips
-    app = app_factory(SQLALCHEMY_DATABASE_URI=url)
-    with app.app_context():
-        listed_location()
-        client = app.test_client()
-        client.get(LIST)  # the pool connects once
-
+def test_a_list_page_is_its_statements_alone(proxied):
+    with proxied() as (counter, client):
         trips, statements, body = costs(counter, client, LIST)
 
     assert [item["slug"] for item in body["items"]] == [f"shop-{n:02}" for n in range(20)]
@@ -84,14 +98,8 @@ def test_a_list_page_is_its_statements_alone(app_factory, round_trips):
 
 
 @needs_postgresql
-def test_a_connection_idle_for_the_setting_is_pinged_first(app_factory, round_trips):
-    counter, url = round_trips
-    app = app_factory(SQLALCHEMY_DATABASE_URI=url, DATABASE_PING_AFTER=0)
-    with app.app_context():
-        listed_location()
-        client = app.test_client()
-        client.get(LIST)
-
+def test_a_connection_idle_for_the_setting_is_pinged_first(proxied):
+    with proxied(DATABASE_PING_AFTER=0) as (counter, client):
         trips, statements, _ = costs(counter, client, LIST)
 
     assert trips == len(statements) + 1
@@ -106,12 +114,8 @@ def test_a_read_that_writes_is_refused_rather_than_half_done(app):
 
 
 @needs_postgresql
-def test_a_revalidated_list_page_is_one_round_trip(app_factory, round_trips):
-    counter, url = round_trips
-    app = app_factory(SQLALCHEMY_DATABASE_URI=url)
-    with app.app_context():
-        listed_location()
-        client = app.test_client()
+def test_a_revalidated_list_page_is_one_round_trip(proxied):
+    with proxied() as (counter, client):
         etag = client.get(LIST).headers["ETag"]
         counter.count = 0
         response = client.get(LIST, headers={"If-None-Match": etag})
