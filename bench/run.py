@@ -267,6 +267,9 @@ def seed_votes(location, now: datetime, employers: int = 200, votes: int = 100_0
                 "active": True,
                 "confirmed": False,
                 "employer_id": employer["id"],
+                # Voters' address hashes, a few votes each, as real data would have them
+                # (the planner's statistics follow; the values need not be real hashes).
+                "email_hash": f"{rng.randrange(votes // 3):064x}",
                 "business_name": employer["name"],
                 "vote_body": "Good.",
                 "created_at": now,
