@@ -152,7 +152,9 @@ def paginate(
         .limit(per_page)
     )
     keys = sort_keys(clauses) if revision is not None else None
-    start = PAGE_STARTS.get(request_key(*revision, page, skip_arg="page")) if keys else None
+    start = None
+    if keys is not None and page > 1:  # page 1 starts at the start
+        start = PAGE_STARTS.get(request_key(*revision, page, skip_arg="page"))
     if start is not None:
         page_ids = page_ids.where(start_at(keys, *start))
     else:
