@@ -25,6 +25,7 @@ from .json_provider import JSONProvider
 from .limits import check_only_limited_routes
 from .logs import configure_logging, register_request_logging
 from .protection import register_protection
+from .reads import add_read_engine
 from .sessions import init_sessions
 from .settings import check_settings
 from .slugs import SlugConverter
@@ -97,6 +98,7 @@ def register_extensions(app: Flask) -> None:
             event.listen(db.engine, "connect", _sqlite_pragmas)
         elif db.engine.dialect.name == "postgresql":
             bound_postgresql(app, db.engine)
+            add_read_engine(app, db.engine)
     migrate.init_app(app, db, directory=os.path.join(PROJECT_ROOT, "migrations"))
     login_manager.session_protection = None  # sessions are server-side and rotated at login
     login_manager.init_app(app)

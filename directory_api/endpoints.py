@@ -37,6 +37,7 @@ from .bodies import (
     load_csv_text,
     load_query,
 )
+from .caching import answer_if_unchanged
 from .idempotency import idempotent as honour_idempotency_key
 from .models import Location
 from .pagination import Page, page_answer
@@ -87,6 +88,10 @@ class Endpoint:
     # How the location a path names is loaded (404 when there is none): a view that needs
     # more of it loads that in the same statement (access.located).
     locate: Callable[[str], Location] = get_location_or_404
+    # What determines the answer besides its URL (a stored revision), given the path's
+    # location: a client holding the ETag last answered for it gets its 304 before the
+    # query and body are even read (caching.answer_if_unchanged).
+    revision: Callable[[Location | None], tuple[Any, ...]] | None = None
 
 
 @dataclass
@@ -170,6 +175,10 @@ def endpoint(
             if "slug" in path:
                 path["location"] = g.path_location = declaration.locate(path.pop("slug"))
             check_access(declaration.access, path.get("location"))
+            if declaration.revision is not None:
+                unchanged = answer_if_unchanged(*declaration.revision(path.get("location")))
+                if unchanged is not None:
+                    return unchanged
             return guarded(**path)
 
         DECLARATIONS[wrapper] = declaration

@@ -1,16 +1,17 @@
 """Round trips to PostgreSQL: a read pays for its statements only.
 
-Reads (GET and HEAD: no view of either writes) run on PostgreSQL without a transaction:
-psycopg in autocommit sends no BEGIN before the first statement, and the pool's rollback
-when the connection is returned is then a no-op, so a list page is its statements alone
-instead of BEGIN, the statements and ROLLBACK. Under READ COMMITTED, PostgreSQL's default,
-every statement already saw its own snapshot inside the transaction, so the answers are
-the same. A flush during a read is refused (it would not be atomic): a GET that writes is a
-bug the tests catch. An export, whose rows stream from a server-side cursor, keeps its
-transaction (`read_in_transaction`).
+Reads (GET and HEAD: no view of either writes) run on PostgreSQL without a transaction,
+on an engine of their own whose connections are in autocommit: psycopg sends no BEGIN
+before the first statement and nothing is rolled back when the connection is returned, so
+a list page is its statements alone instead of BEGIN, the statements and ROLLBACK. Under
+READ COMMITTED, PostgreSQL's default, every statement already saw its own snapshot inside
+the transaction, so the answers are the same. A flush during a read is refused (it would
+not be atomic): a GET that writes is a bug the tests catch. An export, whose rows stream
+from a server-side cursor, keeps its transaction (`read_in_transaction`).
 
 Writes keep their transaction. SQLite is left as it is: its driver sends no BEGIN before a
-read, and switching its isolation on every checkout would cost a PRAGMA.
+read anyway. The read engine's pool has the same size as the main one, so a worker may
+hold up to twice `pool_size + max_overflow` connections (see Deploying).
 
 The pool pings a connection only after it sat idle (timeouts.py). When the server
 restarted since, the first statement to meet a lost connection makes the pool replace
@@ -20,25 +21,38 @@ answers 503 (nothing of it was kept: the client retries).
 
 from typing import Any
 
-from flask import g, has_request_context, request
+from flask import Flask, g, has_request_context, request
 from flask_sqlalchemy.session import Session
-from sqlalchemy import Engine, event, exc
+from sqlalchemy import Engine, create_engine, event, exc
 
-from .timeouts import NoAnswer
+from .timeouts import NoAnswer, bound_postgresql
 
 READ_METHODS = frozenset({"GET", "HEAD"})
 
 
+def add_read_engine(app: Flask, engine: Engine) -> None:
+    """Give PostgreSQL's `engine` a twin for reads: the same database and settings, its
+    connections in autocommit from the start. Its own pool, so no connection switches
+    between the two modes (psycopg's switch, and the switch back when the connection is
+    returned, cost more than the BEGIN and ROLLBACK they save); nothing to roll back when
+    one is returned. It is disposed with `engine`."""
+    reads = create_engine(
+        engine.url,
+        isolation_level="AUTOCOMMIT",
+        pool_reset_on_return=None,
+        **app.config["SQLALCHEMY_ENGINE_OPTIONS"],
+    )
+    bound_postgresql(app, reads)
+    engine.__dict__["_for_reads"] = reads
+
+    @event.listens_for(engine, "engine_disposed")
+    def dispose_reads(_engine: Engine) -> None:
+        reads.dispose()
+
+
 def autocommit_engine(engine: Engine) -> Engine:
-    """`engine` for reads: the same pool, in autocommit on PostgreSQL (made once, kept on
-    the engine itself)."""
-    found = engine.__dict__.get("_for_reads")
-    if found is None:
-        found = engine
-        if engine.dialect.name == "postgresql":
-            found = engine.execution_options(isolation_level="AUTOCOMMIT")
-        engine.__dict__["_for_reads"] = found
-    return found
+    """The engine for reads: `engine`'s twin on PostgreSQL, else `engine` itself."""
+    return engine.__dict__.get("_for_reads", engine)
 
 
 def reading() -> bool:

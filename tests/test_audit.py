@@ -9,7 +9,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 
 from directory_api import audit
 from directory_api.extensions import db
@@ -570,11 +570,11 @@ def test_a_category_rename_reads_no_listing_it_does_not_record(app, clients, wor
         def count_statement(*args):
             executed.append(args[2])
 
-        event.listen(db.engine, "before_cursor_execute", count_statement)
+        event.listen(Engine, "before_cursor_execute", count_statement)
         try:
             response = sup.put("/categories/", json={"slug": "cafes", "name": name})
         finally:
-            event.remove(db.engine, "before_cursor_execute", count_statement)
+            event.remove(Engine, "before_cursor_execute", count_statement)
         assert response.status_code == 200
         return len(executed)
 

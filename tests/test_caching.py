@@ -3,7 +3,7 @@
 import hashlib
 
 import pytest
-from sqlalchemy import event, update
+from sqlalchemy import Engine, event, update
 
 from directory_api import caching, recent
 from directory_api.extensions import db
@@ -142,11 +142,11 @@ def statements_of(app, call) -> tuple[object, int]:
         executed.append(1)
 
     with app.app_context():
-        event.listen(db.engine, "before_cursor_execute", count)
+        event.listen(Engine, "before_cursor_execute", count)
         try:
             return call(), len(executed)
         finally:
-            event.remove(db.engine, "before_cursor_execute", count)
+            event.remove(Engine, "before_cursor_execute", count)
 
 
 @pytest.mark.parametrize("path", [PAGE, SEARCH])

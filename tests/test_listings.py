@@ -4,7 +4,7 @@ import hashlib
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import Engine, event, text
 
 from directory_api import pagination
 from directory_api.extensions import db
@@ -427,13 +427,13 @@ def test_a_search_counts_its_matches_in_the_pass_that_pages_them(client, world, 
         if "search_text LIKE" in statement:  # the search's filter (not its page's order)
             searched.append(statement)
 
-    event.listen(db.engine, "before_cursor_execute", capture)
+    event.listen(Engine, "before_cursor_execute", capture)
     try:
         pages = {
             page: search(client, kind, "shop", f"?perPage=10&page={page}") for page in (1, 3, 4)
         }
     finally:
-        event.remove(db.engine, "before_cursor_execute", capture)
+        event.remove(Engine, "before_cursor_execute", capture)
 
     assert [len(pages[page].get_json()["items"]) for page in (1, 3, 4)] == [10, 5, 0]
     assert {pages[page].get_json()["total"] for page in (1, 3, 4)} == {25}
@@ -488,11 +488,11 @@ def search_and_plan(client, path: str, marker: str) -> tuple[list[str], list[str
         if marker in statement and not statement.startswith("SELECT count("):
             captured.append((statement, parameters))
 
-    event.listen(db.engine, "before_cursor_execute", capture)
+    event.listen(Engine, "before_cursor_execute", capture)
     try:
         response = client.get(path)
     finally:
-        event.remove(db.engine, "before_cursor_execute", capture)
+        event.remove(Engine, "before_cursor_execute", capture)
     statement, parameters = captured[0]
     explain = "EXPLAIN QUERY PLAN " if db.engine.dialect.name == "sqlite" else "EXPLAIN "
     with db.engine.connect() as connection:
@@ -614,11 +614,11 @@ def found_from_a_start(client, path: str) -> bool:
     def capture(conn, cursor, statement, *_args) -> None:
         captured.append(statement)
 
-    event.listen(db.engine, "before_cursor_execute", capture)
+    event.listen(Engine, "before_cursor_execute", capture)
     try:
         assert client.get(path).status_code == 200
     finally:
-        event.remove(db.engine, "before_cursor_execute", capture)
+        event.remove(Engine, "before_cursor_execute", capture)
     return any("(listings.name, listings.id) >" in statement for statement in captured)
 
 

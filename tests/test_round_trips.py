@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
 
 from directory_api.extensions import db
@@ -69,12 +69,12 @@ def costs(counter: RoundTrips, client, path: str) -> tuple[int, list[str], dict]
     def executed(_conn, _cursor, statement, *_args) -> None:
         statements.append(statement)
 
-    event.listen(db.engine, "before_cursor_execute", executed)
+    event.listen(Engine, "before_cursor_execute", executed)
     counter.count = 0
     try:
         response = client.get(path)
     finally:
-        event.remove(db.engine, "before_cursor_execute", executed)
+        event.remove(Engine, "before_cursor_execute", executed)
     assert response.status_code == 200, response.get_data(as_text=True)
     return counter.count, statements, response.get_json()
 

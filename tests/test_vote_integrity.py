@@ -7,7 +7,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import event, select, text
+from sqlalchemy import Engine, event, select, text
 
 from directory_api.extensions import db
 from directory_api.models import Employer, Role, Vote, utcnow
@@ -343,11 +343,11 @@ def test_summary_costs_the_same_queries_whatever_the_votes(app, staff, harbour):
         for number in range(batch):
             make_vote(harbour, your_email=f"v{batch}-{number}@x.org")
         statements.clear()
-        event.listen(db.engine, "before_cursor_execute", record)
+        event.listen(Engine, "before_cursor_execute", record)
         try:
             assert staff.get(VOTES + "summary").status_code == 200
         finally:
-            event.remove(db.engine, "before_cursor_execute", record)
+            event.remove(Engine, "before_cursor_execute", record)
         counts.append(len([s for s in statements if "votes" in s]))
     assert counts[0] == counts[1] <= 2
 
@@ -517,11 +517,11 @@ def test_results_at_100k_votes_read_counts_not_votes(app, client, harbour):
         if "vote_count" in statement:
             captured.append((statement, parameters))
 
-    event.listen(db.engine, "before_cursor_execute", capture)
+    event.listen(Engine, "before_cursor_execute", capture)
     try:
         page = results(client)
     finally:
-        event.remove(db.engine, "before_cursor_execute", capture)
+        event.remove(Engine, "before_cursor_execute", capture)
     assert page["items"] == [{"employer": "works", "name": "Harbour Works", "votes": 100000}]
     for statement, parameters in captured:
         assert "votes" not in statement.replace("vote_count", "")

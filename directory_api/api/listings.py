@@ -10,10 +10,9 @@ from typing import Any
 from flask import Blueprint, g
 from marshmallow import ValidationError
 from sqlalchemy import Select, bindparam, literal_column, select
-from sqlalchemy.orm import joinedload, lazyload, selectinload
+from sqlalchemy.orm import joinedload, lazyload, load_only, selectinload
 
 from ..access import located
-from ..caching import answer_if_unchanged
 from ..csv_export import csv_response
 from ..csv_import import read_rows, row_key
 from ..endpoints import Access, endpoint, schema_instance
@@ -183,8 +182,12 @@ def listings_blueprint(
             (ListingCount.location_id == Location.id) & (ListingCount.kind == kind),
         )
         .where(Location.slug == bindparam("slug"))
-        .options(lazyload(Location.region))
+        # What these reads use of it (anything else would load when read).
+        .options(load_only(Location.id, Location.slug), lazyload(Location.region))
     )
+
+    def revision_of(location: Location) -> tuple[Any, ...]:
+        return location.id, kind, g.listing_counts[1]
 
     def locate_with_counts(slug: str) -> Location:
         """The path's location (as `@endpoint` loads it), and in `g.listing_counts` the
@@ -199,19 +202,21 @@ def listings_blueprint(
         return find_target(model, data, model.location_id == location.id, what=noun)
 
     @bp.get("/", endpoint="list")
-    @endpoint(response=ListingOut, query=list_args, paged=True, locate=locate_with_counts)
+    @endpoint(
+        response=ListingOut,
+        query=list_args,
+        paged=True,
+        locate=locate_with_counts,
+        revision=revision_of,
+    )
     def list_listings(args, location: Location):
-        total, revision = g.listing_counts
-        unchanged = answer_if_unchanged(location.id, kind, revision)
-        if unchanged is not None:
-            return unchanged
-        total = None if "subcategory" in args else total
+        total = None if "subcategory" in args else g.listing_counts[0]
         return paginate(
             filtered(location, args),
             args,
             total=total,
             fetch=fetch_listings,
-            revision=(location.id, kind, revision),
+            revision=revision_of(location),
         )
 
     @bp.get("/export.csv")
@@ -234,11 +239,9 @@ def listings_blueprint(
         paged=True,
         path={"term": TERM_SCHEMA},
         locate=locate_with_counts,
+        revision=revision_of,
     )
     def search(args, location: Location, term: str):
-        unchanged = answer_if_unchanged(location.id, kind, g.listing_counts[1])
-        if unchanged is not None:
-            return unchanged
         found, relevance = search_criteria(model, checked_term(term))
         stmt = filtered(location, args, *found)
         return paginate(
