@@ -388,7 +388,6 @@ def limits_on(database_url: str, kind: str) -> dict[str, str]:
     return production_env(database_url, kind) | {
         "RATELIMIT_ENABLED": "true",
         "RATELIMIT_VOTES_PER_IP": "100000000/hour",
-        "VOTE_RECEIPTS_PER_ADDRESS": "0",
     }
 
 
