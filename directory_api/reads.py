@@ -22,8 +22,9 @@ answers 503 (nothing of it was kept: the client retries).
 from typing import Any
 
 from flask import Flask, g, has_request_context, request
+from flask_sqlalchemy import record_queries
 from flask_sqlalchemy.session import Session
-from sqlalchemy import Engine, create_engine, event, exc
+from sqlalchemy import Engine, engine_from_config, event, exc
 
 from .timeouts import NoAnswer, bound_postgresql
 
@@ -36,12 +37,14 @@ def add_read_engine(app: Flask, engine: Engine) -> None:
     between the two modes (psycopg's switch, and the switch back when the connection is
     returned, cost more than the BEGIN and ROLLBACK they save); nothing to roll back when
     one is returned. It is disposed with `engine`."""
-    reads = create_engine(
-        engine.url,
-        isolation_level="AUTOCOMMIT",
-        pool_reset_on_return=None,
-        **app.config["SQLALCHEMY_ENGINE_OPTIONS"],
-    )
+    # Built as Flask-SQLAlchemy builds its engine (the same options, string values read,
+    # echo and recorded queries as configured), with its own two settings on top.
+    echo = app.config.get("SQLALCHEMY_ECHO", False)
+    options = {"echo": echo, "echo_pool": echo, **app.config["SQLALCHEMY_ENGINE_OPTIONS"]}
+    options |= {"url": engine.url, "isolation_level": "AUTOCOMMIT", "pool_reset_on_return": None}
+    reads = engine_from_config(options, prefix="")
+    if app.config.get("SQLALCHEMY_RECORD_QUERIES"):
+        record_queries._listen(reads)  # what Flask-SQLAlchemy does for its own engine
     bound_postgresql(app, reads)
     engine.__dict__["_for_reads"] = reads
 

@@ -14,6 +14,7 @@ from sqlalchemy.engine import make_url
 
 from directory_api.extensions import db
 from directory_api.models import Region
+from directory_api.reads import autocommit_engine
 
 from .conftest import PG_URL
 from .factories import make_listing, make_location, make_social
@@ -122,3 +123,24 @@ def test_a_revalidated_list_page_is_one_round_trip(proxied):
 
     assert response.status_code == 304
     assert counter.count == 1  # the location with the list's revision
+
+
+@needs_postgresql
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"isolation_level": "REPEATABLE READ"},
+        {"pool_reset_on_return": "commit"},
+        {"pool_size": "3"},
+    ],
+)
+def test_reads_keep_their_engine_whatever_the_engine_options(app_factory, options):
+    app = app_factory(SQLALCHEMY_ENGINE_OPTIONS=options, SQLALCHEMY_ECHO=True)
+    with app.app_context():
+        reads = autocommit_engine(db.engine)
+        assert reads is not db.engine
+        assert reads.echo is True
+        with reads.connect() as connection:
+            assert connection.connection.dbapi_connection.autocommit is True
+        make_location("harbour")
+    assert app.test_client().get(LIST).status_code == 200
