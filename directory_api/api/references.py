@@ -10,10 +10,9 @@ from typing import Any
 
 from flask import Blueprint
 from marshmallow import Schema
-from sqlalchemy import select
 
 from ..endpoints import Access, endpoint
-from ..pagination import ListArgs, paginate, plain_rows, sort_fields
+from ..pagination import ListArgs, small_page, sort_fields
 from .changes import create_named
 from .lookups import get_or_404, named_by_path
 
@@ -25,12 +24,11 @@ def reference_blueprint(
     `noun` names one item."""
     bp = Blueprint(plural, __name__, url_prefix=f"/{plural}")
     list_args = ListArgs.sorted_by(sort_fields(model), default="name")
-    rows = plain_rows(model)  # the output shows the model's own columns only
 
     @bp.get("/", endpoint="list")
     @endpoint(response=out, query=list_args, paged=True)
     def list_items(args):
-        return paginate(select(model), args, fetch=rows)
+        return small_page(model, args)
 
     @bp.get("/slug/<slug:item_slug>", endpoint="get_by_slug")
     @bp.get("/id/<uuid:item_id>", endpoint="get_by_id")
