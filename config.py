@@ -192,7 +192,7 @@ class Config:
     DATABASE_CONNECT_TIMEOUT = env_int("DATABASE_CONNECT_TIMEOUT", 3)  # seconds (libpq: ≥ 2)
     DATABASE_STATEMENT_TIMEOUT = env_float("DATABASE_STATEMENT_TIMEOUT", 5.0)  # seconds; 0: none
     DATABASE_POOL_TIMEOUT = env_float("DATABASE_POOL_TIMEOUT", 3.0)  # wait for a free connection
-    # A pooled connection idle this long is pinged before use (0: every time; reads.py).
+    # A pooled connection idle this long is pinged before use (0: every time; timeouts.py).
     DATABASE_PING_AFTER = env_float("DATABASE_PING_AFTER", 2.0)
     REDIS_URL = env_redis_url("REDIS_URL")
     REDIS_CONNECT_TIMEOUT = env_float("REDIS_CONNECT_TIMEOUT", 1.0)

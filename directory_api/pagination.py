@@ -161,18 +161,14 @@ def paginate(
         page_ids = page_ids.offset((page - 1) * per_page)
     ids: Select | list[Any] = page_ids
     if total is None and count_with_page:
-        found = db.session.execute(page_ids.add_columns(func.count().over())).all()
+        found, total = rows_and_count(page_ids)
         ids = [row[0] for row in found]
-        total = found[0][1] if found else None  # past the last page: counted below
     if total is None:
-        # COUNT(*) over the same FROM and WHERE: no subquery that would carry every column.
-        total = db.session.scalar(
-            stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None)
-        )
+        total = count_of(stmt)
     if isinstance(ids, list) and not ids:
         return Page([], page, per_page, total)
     rows = load_rows(entity, tiebreak, ids, clauses, options, fetch)
-    if keys and revision is not None and rows:
+    if keys is not None and rows:
         # Page 1 starts at the start; a page found from its start has it remembered.
         remember_starts(
             keys,
@@ -183,6 +179,21 @@ def paginate(
             following=len(rows) == per_page,
         )
     return Page(rows, page, per_page, total)
+
+
+def count_of(stmt: Select) -> int:
+    """How many rows `stmt` matches: COUNT(*) over its FROM and WHERE (no subquery that
+    would carry every column)."""
+    return db.session.scalar(
+        stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None)
+    )
+
+
+def rows_and_count(page: Select) -> tuple[list[Any], int | None]:
+    """The rows of `page` (a LIMIT/OFFSET of a list) and, counted in the same statement
+    (count(*) OVER ()), how many the list has; None past its last page (none to count on)."""
+    found = db.session.execute(page.add_columns(func.count().over().label("_total"))).all()
+    return found, (found[0]._total if found else None)
 
 
 # Where recently answered pages of revisioned lists start (recent.py): by revision, URL
@@ -259,19 +270,18 @@ def small_page(model: Any, args: dict[str, Any]) -> Page:
     table fits in a few pages) and no ORM objects."""
     table = model.__table__
     page, per_page = args["page"], args["per_page"]
-    found = db.session.execute(
-        select(table, func.count().over().label("_total"))
+    found, total = rows_and_count(
+        select(table)
         .order_by(*args["sort"], table.c.id.asc())
         .limit(per_page)
         .offset((page - 1) * per_page)
-    ).all()
-    if not found:  # past the last page
-        return Page([], page, per_page, db.session.scalar(select(func.count()).select_from(table)))
-    items = [dict(row._mapping) for row in found]
-    total = items[0]["_total"]
-    for item in items:
-        del item["_total"]
-    return Page(items, page, per_page, total)
+    )
+    if total is None:  # past the last page
+        return Page([], page, per_page, count_of(select(table)))
+    columns = table.c.keys()
+    return Page(
+        [{key: row._mapping[key] for key in columns} for row in found], page, per_page, total
+    )
 
 
 def every_row(

@@ -10,8 +10,8 @@ not be atomic): a GET that writes is a bug the tests catch. An export, whose row
 from a server-side cursor, keeps its transaction (`read_in_transaction`).
 
 Writes keep their transaction. SQLite is left as it is: its driver sends no BEGIN before a
-read anyway. The read engine's pool has the same size as the main one, so a worker may
-hold up to twice `pool_size + max_overflow` connections (see Deploying).
+read anyway. A request uses one connection of one pool, but each pool keeps its own idle
+connections (README, Deploying: `threads + 5` per worker).
 
 The pool pings a connection only after it sat idle (timeouts.py). When the server
 restarted since, the first statement to meet a lost connection makes the pool replace

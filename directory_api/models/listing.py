@@ -177,6 +177,7 @@ def turn_revisions(session: Session, _context: object) -> None:
         return
     listing_ids = {item.listing_id for item in changed if isinstance(item, ListingSocial)}
     listing_ids |= {item.id for item in session.dirty if isinstance(item, Listing)}
+    listing_ids -= {item.id for item in session.new if isinstance(item, Listing)}
     if listing_ids:
         counts, listings = ListingCount.__table__, Listing.__table__
         of_listings = select(listings.c.location_id, listings.c.kind).where(
