@@ -20,7 +20,9 @@ import socket
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
 import pytest
 import sqlalchemy
@@ -28,6 +30,7 @@ from aiosmtpd.controller import Controller
 from flask import Flask, has_app_context
 from flask.testing import FlaskClient
 from flask_migrate import upgrade
+from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from config import TestingConfig
@@ -41,6 +44,27 @@ from .factories import PASSWORD, make_location, make_user
 PG_URL = TestingConfig.SQLALCHEMY_DATABASE_URI
 PROBLEM = "application/problem+json"
 NEW_PASSWORD = "a brand new passphrase"
+
+
+class Executed(NamedTuple):
+    sql: str
+    parameters: Any
+
+
+@contextmanager
+def statements_run() -> Iterator[list[Executed]]:
+    """The SQL statements run while the block runs, on every engine (on PostgreSQL reads
+    have their own: directory_api/reads.py), in order."""
+    run: list[Executed] = []
+
+    def record(_conn, _cursor, statement, parameters, *_rest) -> None:
+        run.append(Executed(statement, parameters))
+
+    event.listen(Engine, "before_cursor_execute", record)
+    try:
+        yield run
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
 
 
 def assert_problem(response, status: int) -> dict:

@@ -9,7 +9,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import select
 
 from directory_api import audit
 from directory_api.extensions import db
@@ -26,6 +26,7 @@ from .conftest import (
     reset_token,
     signed_in,
     start_reset,
+    statements_run,
 )
 from .factories import PASSWORD, make_category, make_listing, make_region, make_social
 
@@ -556,7 +557,6 @@ def test_accepting_an_offer_is_recorded_even_when_it_changes_nothing(clients, wo
 def test_a_category_rename_reads_no_listing_it_does_not_record(app, clients, world):
     """The audit reads only what changed: a rename that refreshes the search text of every
     listing of the subcategory costs the same statements for 5 listings as for 40."""
-    from sqlalchemy import event
 
     parent = make_category("food")
     cafes = make_category("cafes", parent=parent)
@@ -565,16 +565,8 @@ def test_a_category_rename_reads_no_listing_it_does_not_record(app, clients, wor
     def statements_for_rename(count: int, name: str) -> int:
         for number in range(count):
             make_listing("business", world["harbour"], f"{name}-{number}", subcategory=cafes)
-        executed = []
-
-        def count_statement(*args):
-            executed.append(args[2])
-
-        event.listen(Engine, "before_cursor_execute", count_statement)
-        try:
+        with statements_run() as executed:
             response = sup.put("/categories/", json={"slug": "cafes", "name": name})
-        finally:
-            event.remove(Engine, "before_cursor_execute", count_statement)
         assert response.status_code == 200
         return len(executed)
 

@@ -3,14 +3,14 @@
 import hashlib
 
 import pytest
-from sqlalchemy import Engine, event, update
+from sqlalchemy import update
 
 from directory_api import caching, recent
 from directory_api.extensions import db
 from directory_api.models import Listing
 from directory_api.recent import RecentlyUsed
 
-from .conftest import assert_problem, signed_in
+from .conftest import assert_problem, signed_in, statements_run
 from .factories import make_category, make_listing, make_region, make_social, make_user
 
 
@@ -136,17 +136,8 @@ def body_hash(response) -> str:
 
 
 def statements_of(app, call) -> tuple[object, int]:
-    executed = []
-
-    def count(*_args) -> None:
-        executed.append(1)
-
-    with app.app_context():
-        event.listen(Engine, "before_cursor_execute", count)
-        try:
-            return call(), len(executed)
-        finally:
-            event.remove(Engine, "before_cursor_execute", count)
+    with app.app_context(), statements_run() as run:
+        return call(), len(run)
 
 
 @pytest.mark.parametrize("path", [PAGE, SEARCH])

@@ -4,14 +4,14 @@ import hashlib
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import Engine, event, text
+from sqlalchemy import text
 
 from directory_api import pagination
 from directory_api.extensions import db
 from directory_api.models import Business, Employer, ListingSocial, utcnow
 from directory_api.timeouts import unbounded
 
-from .conftest import PG_URL, PROBLEM, assert_problem
+from .conftest import PG_URL, PROBLEM, assert_problem, statements_run
 from .factories import (
     make_category,
     make_listing,
@@ -121,18 +121,6 @@ def test_get_by_slug_and_id_within_the_location(client, world, kind):
     assert client.get(url(kind, rest="id/12")).status_code == 404
 
 
-def count_queries(app):
-    statements: list[str] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany):
-        statements.append(statement)
-
-    with app.app_context():
-        engine = db.engine
-    event.listen(engine, "before_cursor_execute", record)
-    return statements, lambda: event.remove(engine, "before_cursor_execute", record)
-
-
 def test_a_list_page_costs_the_same_queries_whatever_its_size(app, client, world, kind):
     links = [
         (world["instagram"], "https://i.example/a"),
@@ -147,8 +135,7 @@ def test_a_list_page_costs_the_same_queries_whatever_its_size(app, client, world
             subcategory=world["cafes"],
             socials=links if number % 2 else links[::-1],
         )
-    statements, stop = count_queries(app)
-    try:
+    with statements_run() as statements:
         counts = {}
         for per_page in (1, 30, 100):
             statements.clear()
@@ -168,8 +155,6 @@ def test_a_list_page_costs_the_same_queries_whatever_its_size(app, client, world
             statements.clear()
             client.get(url(kind, rest=f"search/cafes?perPage={per_page}"))
             search_counts[per_page] = len(statements)
-    finally:
-        stop()
     assert counts[1] == counts[30] == counts[100] <= 4
     assert search_counts[1] == search_counts[30] <= 4
 
@@ -421,19 +406,12 @@ def test_a_search_counts_its_matches_in_the_pass_that_pages_them(client, world, 
     for number in range(25):
         make_listing(kind[1], world["harbour"], f"shop-{number:02}", name=f"Shop {number:02}")
     make_listing(kind[1], world["harbour"], "mill", name="Mill")
-    searched: list[str] = []
-
-    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
-        if "search_text LIKE" in statement:  # the search's filter (not its page's order)
-            searched.append(statement)
-
-    event.listen(Engine, "before_cursor_execute", capture)
-    try:
+    with statements_run() as run:
         pages = {
             page: search(client, kind, "shop", f"?perPage=10&page={page}") for page in (1, 3, 4)
         }
-    finally:
-        event.remove(Engine, "before_cursor_execute", capture)
+    # The statements with the search's filter (not only its page's order).
+    searched = [executed.sql for executed in run if "search_text LIKE" in executed.sql]
 
     assert [len(pages[page].get_json()["items"]) for page in (1, 3, 4)] == [10, 5, 0]
     assert {pages[page].get_json()["total"] for page in (1, 3, 4)} == {25}
@@ -482,18 +460,13 @@ def test_renaming_a_subcategory_updates_search(super_client, world, kind):
 def search_and_plan(client, path: str, marker: str) -> tuple[list[str], list[str]]:
     """The slugs a search answers, and the query plan of its first statement containing
     `marker` (besides a plain COUNT): the one that searches."""
-    captured: list[tuple[str, object]] = []
-
-    def capture(conn, cursor, statement, parameters, context, executemany):
-        if marker in statement and not statement.startswith("SELECT count("):
-            captured.append((statement, parameters))
-
-    event.listen(Engine, "before_cursor_execute", capture)
-    try:
+    with statements_run() as run:
         response = client.get(path)
-    finally:
-        event.remove(Engine, "before_cursor_execute", capture)
-    statement, parameters = captured[0]
+    statement, parameters = next(
+        executed
+        for executed in run
+        if marker in executed.sql and not executed.sql.startswith("SELECT count(")
+    )
     explain = "EXPLAIN QUERY PLAN " if db.engine.dialect.name == "sqlite" else "EXPLAIN "
     with db.engine.connect() as connection:
         rows = connection.exec_driver_sql(explain + statement, parameters).all()
@@ -609,17 +582,9 @@ def walk(client, kind, query: str) -> list[list[str]]:
 def found_from_a_start(client, path: str) -> bool:
     """Whether the page was found from a remembered start (a row comparison on the sort
     key), rather than by skipping the rows before it (OFFSET)."""
-    captured: list[str] = []
-
-    def capture(conn, cursor, statement, *_args) -> None:
-        captured.append(statement)
-
-    event.listen(Engine, "before_cursor_execute", capture)
-    try:
+    with statements_run() as run:
         assert client.get(path).status_code == 200
-    finally:
-        event.remove(Engine, "before_cursor_execute", capture)
-    return any("(listings.name, listings.id) >" in statement for statement in captured)
+    return any("(listings.name, listings.id) >" in executed.sql for executed in run)
 
 
 @pytest.mark.parametrize("sort", ["", "sort=-name", "sort=createdAt", "sort=-name,-createdAt"])

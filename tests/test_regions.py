@@ -1,9 +1,8 @@
 """/regions: public reads, super-only writes, slugs, paging and the 409 on delete."""
 
-from sqlalchemy import Engine, event
-
 from directory_api.models import Region
 
+from .conftest import statements_run
 from .factories import make_location, make_region
 
 
@@ -60,18 +59,10 @@ def test_delete_region_in_use_is_409_naming_the_user(super_client, app):
 def test_a_page_and_its_total_are_one_statement_and_past_the_end_still_counts(client, app):
     for number in range(5):
         make_region(f"r{number}")
-    statements: list[str] = []
-
-    def executed(_conn, _cursor, statement, *_args) -> None:
-        statements.append(statement)
-
-    event.listen(Engine, "before_cursor_execute", executed)
-    try:
+    with statements_run() as run:
         second = client.get("/regions/?perPage=2&page=2").get_json()
-        counted = len(statements)
-        past = client.get("/regions/?perPage=2&page=9").get_json()
-    finally:
-        event.remove(Engine, "before_cursor_execute", executed)
+    past = client.get("/regions/?perPage=2&page=9").get_json()
+    counted = len(run)
 
     assert [item["slug"] for item in second["items"]] == ["r2", "r3"]
     assert second["total"] == 5 and set(second["items"][0]) == {

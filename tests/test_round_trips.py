@@ -9,14 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
 
 from directory_api.extensions import db
 from directory_api.models import Region
 from directory_api.reads import autocommit_engine
 
-from .conftest import PG_URL
+from .conftest import PG_URL, statements_run
 from .factories import make_listing, make_location, make_social
 from .faults import RoundTrips, tcp_proxy
 
@@ -65,19 +64,11 @@ def listed_location() -> None:
 
 def costs(counter: RoundTrips, client, path: str) -> tuple[int, list[str], dict]:
     """Round trips and statements of one request, and its JSON body."""
-    statements: list[str] = []
-
-    def executed(_conn, _cursor, statement, *_args) -> None:
-        statements.append(statement)
-
-    event.listen(Engine, "before_cursor_execute", executed)
     counter.count = 0
-    try:
+    with statements_run() as run:
         response = client.get(path)
-    finally:
-        event.remove(Engine, "before_cursor_execute", executed)
     assert response.status_code == 200, response.get_data(as_text=True)
-    return counter.count, statements, response.get_json()
+    return counter.count, [executed.sql for executed in run], response.get_json()
 
 
 @needs_postgresql

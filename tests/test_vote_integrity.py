@@ -7,12 +7,20 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import Engine, event, select, text
+from sqlalchemy import event, select, text
 
 from directory_api.extensions import db
 from directory_api.models import Employer, Role, Vote, utcnow
 
-from .conftest import PG_URL, assert_problem, link_in, queued_mail, send_outbox, signed_in
+from .conftest import (
+    PG_URL,
+    assert_problem,
+    link_in,
+    queued_mail,
+    send_outbox,
+    signed_in,
+    statements_run,
+)
 from .factories import grant, make_listing, make_location, make_user, make_vote
 
 VOTES = "/locations/harbour/votes/"
@@ -333,22 +341,13 @@ def test_summary_of_a_location_without_votes(staff):
 
 
 def test_summary_costs_the_same_queries_whatever_the_votes(app, staff, harbour):
-    statements: list[str] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany):
-        statements.append(statement)
-
     counts = []
     for batch in (1, 40):
         for number in range(batch):
             make_vote(harbour, your_email=f"v{batch}-{number}@x.org")
-        statements.clear()
-        event.listen(Engine, "before_cursor_execute", record)
-        try:
+        with statements_run() as run:
             assert staff.get(VOTES + "summary").status_code == 200
-        finally:
-            event.remove(Engine, "before_cursor_execute", record)
-        counts.append(len([s for s in statements if "votes" in s]))
+        counts.append(len([executed for executed in run if "votes" in executed.sql]))
     assert counts[0] == counts[1] <= 2
 
 
@@ -511,17 +510,9 @@ def test_results_at_100k_votes_read_counts_not_votes(app, client, harbour):
     db.session.execute(text("ANALYZE votes"))
     db.session.execute(text("ANALYZE listings"))
     db.session.commit()
-    captured: list[tuple[str, object]] = []
-
-    def capture(conn, cursor, statement, parameters, context, executemany):
-        if "vote_count" in statement:
-            captured.append((statement, parameters))
-
-    event.listen(Engine, "before_cursor_execute", capture)
-    try:
+    with statements_run() as run:
         page = results(client)
-    finally:
-        event.remove(Engine, "before_cursor_execute", capture)
+    captured = [executed for executed in run if "vote_count" in executed.sql]
     assert page["items"] == [{"employer": "works", "name": "Harbour Works", "votes": 100000}]
     for statement, parameters in captured:
         assert "votes" not in statement.replace("vote_count", "")
