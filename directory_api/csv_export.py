@@ -16,6 +16,7 @@ from flask import Response, stream_with_context
 from marshmallow import Schema
 
 from .endpoints import schema_instance
+from .pagination import dumped
 
 FORMULA_STARTS = ("=", "+", "-", "@")
 FLUSH_AT = 64 * 1024  # characters buffered before a chunk goes out
@@ -53,7 +54,7 @@ def csv_lines(schema: type[Schema], batches: Iterable[Sequence[Any]]) -> Iterato
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(header)
     for batch in batches:
-        for item in many.dump(batch):
+        for item in dumped(batch, many, encode=False):
             writer.writerow([cell(item.get(name)) for name in header])
         if buffer.tell() >= FLUSH_AT:
             yield buffer.getvalue().encode()

@@ -40,7 +40,7 @@ from .bodies import (
 from .caching import answer_if_unchanged
 from .idempotency import idempotent as honour_idempotency_key
 from .models import Location
-from .pagination import Page, page_answer
+from .pagination import Page, dumped, page_answer
 from .reads import read_in_transaction
 
 
@@ -128,7 +128,7 @@ def answer(declaration: Endpoint, result: Any) -> Any:
         schema = schema[0]  # one of several shapes: the first unless the view names another
     if isinstance(result, Page):
         assert isinstance(schema, type)
-        return page_answer(result, schema_instance(schema, many=True).dump(result.items))
+        return page_answer(result, dumped(result.items, schema_instance(schema, many=True)))
     if isinstance(schema, type):
         result = schema_instance(schema).dump(result)
     response = jsonify(result)

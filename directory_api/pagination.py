@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import orjson
 from flask import Response, jsonify, request
 from marshmallow import Schema, ValidationError, fields, validate
 from sqlalchemy import Select, func, literal, select, tuple_
@@ -104,6 +105,21 @@ class ListArgs(Schema):
             (cls,),
             {"sort": Sort(sortable, default), "Meta": type("Meta", (), {"register": False})},
         )
+
+
+class Encoded(list):
+    """A page's rows whose first column is each item's output already, as JSON text
+    written by the database (`sql.json_of`): answered as it is, without a dump."""
+
+
+def dumped(items: Sequence[Any], schema: Schema, *, encode: bool = True) -> list[Any]:
+    """Rows as output, dumped with `schema`; encoded rows as they are (JSON fragments, or
+    with `encode=False` as the values they hold)."""
+    if isinstance(items, Encoded):
+        if encode:
+            return [orjson.Fragment(row[0]) for row in items]
+        return [orjson.loads(row[0]) for row in items]
+    return schema.dump(items, many=True)
 
 
 @dataclass
@@ -204,7 +220,7 @@ PAGE_STARTS = RecentlyUsed()
 def sort_keys(clauses: list[Any]) -> tuple[list[Any], bool] | None:
     """The sort's columns and whether it is ascending, if every clause goes one way (one
     row comparison then finds a start along the index); else None."""
-    directions = {clause.modifier for clause in clauses}
+    directions = {getattr(clause, "modifier", None) for clause in clauses}
     if len(directions) != 1 or directions.pop() not in (operators.asc_op, operators.desc_op):
         return None
     return [clause.element for clause in clauses], clauses[0].modifier is operators.asc_op

@@ -2,15 +2,41 @@
 
 `json_list(json_object(...), order)` is the JSON array of one object per row, in `order`:
 a list page's social links come in the page's own statement (one round trip, not two).
+`json_of(schema, sources)` is a row's output, written by the database as `schema` dumps it:
+a hot read has each row's output come as JSON text, with no row processing, no dump and no
+encoding of the rows in Python.
 """
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from marshmallow import Schema, fields
+from sqlalchemy import literal_column
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
-from sqlalchemy.types import JSON
+from sqlalchemy.types import JSON, String
+
+from .schemas.fields import Timestamp
 
 
+def spelled(postgresql: str, sqlite: str) -> Callable[[type], type]:
+    """How each database spells a construct: a template of its compiled arguments (`{0}`,
+    `{1}`, … one each; `{all}` all of them, comma-separated)."""
+
+    def register(construct: type) -> type:
+        for dialects, template in ((("postgresql",), postgresql), ((), sqlite)):
+
+            def spell(element: Any, compiler: Any, _template: str = template, **kw: Any) -> str:
+                parts = [compiler.process(clause, **kw) for clause in element.clauses]
+                return _template.format(*parts, all=", ".join(parts))
+
+            compiles(construct, *dialects)(spell)
+        return construct
+
+    return register
+
+
+@spelled("json_build_object({all})", "json_object({all})")
 class json_object(FunctionElement):  # lower case: a SQL function
     """A JSON object of alternating keys and values."""
 
@@ -18,33 +44,83 @@ class json_object(FunctionElement):  # lower case: a SQL function
     inherit_cache = True
 
 
+# SQLite before 3.44 has no ORDER BY inside an aggregate: it aggregates the rows in the
+# order its subquery gives them (an aggregate's ordered subquery is never flattened).
+@spelled("json_agg({0} ORDER BY {1})", "json_group_array(json({0}))")
 class json_list(FunctionElement):
     """The JSON array of its first argument over the rows, ordered by its second (NULL or
-    `[]` when there are none). Aggregate the rows of a subquery ordered the same way:
-    SQLite before 3.44 has no ORDER BY inside an aggregate, and aggregates the rows in the
-    order its subquery gives them (an aggregate's ordered subquery is never flattened)."""
+    `[]` when there are none). Aggregate the rows of a subquery ordered the same way."""
 
     type = JSON()
     inherit_cache = True
 
 
-@compiles(json_object, "postgresql")
-def _postgresql_object(element: json_object, compiler: Any, **kw: Any) -> str:
-    return f"json_build_object({compiler.process(element.clauses, **kw)})"
+# SQLAlchemy keeps a UUID in SQLite as its 32 hex digits.
+@spelled(
+    "CAST({0} AS TEXT)",
+    " || '-' || ".join(
+        f"substr({{0}}, {at}, {n})" for at, n in ((1, 8), (9, 4), (13, 4), (17, 4), (21, 12))
+    ),
+)
+class uuid_text(FunctionElement):
+    """A UUID column as `str(uuid)` writes it: 8-4-4-4-12 lower-case hex digits."""
+
+    type = String()
+    inherit_cache = True
 
 
-@compiles(json_object)
-def _sqlite_object(element: json_object, compiler: Any, **kw: Any) -> str:
-    return f"json_object({compiler.process(element.clauses, **kw)})"
+# SQLAlchemy keeps a timestamp in SQLite as `YYYY-MM-DD HH:MM:SS.ffffff`, here in UTC
+# (types.UTCDateTime); one written without its fraction reads as .000.
+@spelled(
+    """to_char({0} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')""",
+    "substr({0}, 1, 10) || 'T' || substr({0}, 12, 8) || '.' || "
+    "substr(substr({0}, 21) || '000', 1, 3) || 'Z'",
+)
+class timestamp_text(FunctionElement):
+    """A UTC timestamp column as the API writes it (`fields.timestamp_text`): ISO 8601,
+    milliseconds (cut, not rounded) and a Z."""
+
+    type = String()
+    inherit_cache = True
 
 
-@compiles(json_list, "postgresql")
-def _postgresql_list(element: json_list, compiler: Any, **kw: Any) -> str:
-    value, order = (compiler.process(clause, **kw) for clause in element.clauses)
-    return f"json_agg({value} ORDER BY {order})"
+@spelled("CAST({0} AS TEXT)", "{0}")  # SQLite's JSON is text already
+class json_text(FunctionElement):
+    """A JSON value as its text, unparsed (a driver would parse PostgreSQL's `json`)."""
+
+    type = String()
+    inherit_cache = True
 
 
-@compiles(json_list)
-def _sqlite_list(element: json_list, compiler: Any, **kw: Any) -> str:
-    value = compiler.process(element.clauses.clauses[0], **kw)
-    return f"json_group_array(json({value}))"
+@spelled("{0}", "json({0})")  # to SQLite's json_object, text from a subquery is a string
+class json_value(FunctionElement):
+    """Text holding JSON, inside a JSON object as that JSON (not as a string)."""
+
+    type = JSON()
+    inherit_cache = True
+
+
+def json_of(schema: Schema, sources: Mapping[str, Any]) -> json_object:
+    """Each row's output as `schema` would dump it, written by the database as a JSON
+    object (`json_text(...)` for its text).
+
+    `sources` gives the SQL expression of each attribute the schema reads (a field's
+    `attribute`, else its name). Strings and integers are written as they are, UUIDs and
+    timestamps as the API writes them, and a list of nested objects is a JSON array the
+    expression already builds (`json_list`). Any other field is refused here, at import,
+    rather than written differently from the dump (tests hold the two equal).
+    """
+    pairs: list[Any] = []
+    for name, field in schema.dump_fields.items():
+        value = sources[field.attribute or name]
+        kind = type(field)
+        if kind is fields.UUID:
+            value = uuid_text(value)
+        elif kind is Timestamp:
+            value = timestamp_text(value)
+        elif kind is fields.List and type(field.inner) is fields.Nested:
+            value = json_value(value)
+        elif kind not in (fields.String, fields.Integer):
+            raise TypeError(f"{type(schema).__name__}.{name}: no SQL for {kind.__name__}")
+        pairs += [literal_column(f"'{field.data_key or name}'"), value]
+    return json_object(*pairs)

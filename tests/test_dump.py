@@ -138,3 +138,60 @@ def test_fields_without_a_shortcut_and_hooks_keep_marshmallows_behaviour():
             return {**data, "hooked": True}
 
     assert Hooked().dump({"name": "a"}) == {"name": "a", "shout": "A", "hooked": True}
+
+
+# Output written by the database (sql.json_of): the list, search and export of listings.
+
+HOSTILE_TEXT = 'Café "quoted" \\ back\nline\ttab \u0001 \u2028 😀 </script> \' OR 1=1 --'
+
+
+@pytest.fixture
+def written_listings(app):
+    """Listings whose every output value is awkward to write as JSON, with and without
+    links, and timestamps at both ends of a millisecond."""
+    from datetime import UTC, datetime
+
+    with app.app_context():
+        harbour = make_location("harbour")
+        cafes = make_category("cafes", "Cafés", parent=make_category("food"))
+        instagram, facebook = make_social("instagram"), make_social("facebook")
+        full = make_listing(
+            "business",
+            harbour,
+            "full",
+            name=HOSTILE_TEXT,
+            subcategory=cafes,
+            description=HOSTILE_TEXT * 3,
+            branch="Quay",
+            email="a@example.org",
+            phone="+44 1",
+            address=HOSTILE_TEXT,
+            website="https://example.org/?a=1&b=%22",
+            socials=[(facebook, 'https://f.example/"q"'), (instagram, "https://i.example/a")],
+        )
+        bare = make_listing("business", harbour, "bare", name="Bare")
+        full.created_at = datetime(2026, 1, 2, 3, 4, 5, 999999, tzinfo=UTC)
+        full.updated_at = datetime(2026, 1, 2, 3, 4, 5, 0, tzinfo=UTC)
+        db.session.commit()
+        expected = Schema.dump(listings.ListingOut(many=True), [bare, full])  # sorted by name
+        yield expected
+
+
+def test_the_database_writes_listings_as_marshmallow_dumps_them(client, written_listings):
+    page = client.get("/locations/harbour/businesses/")
+    assert page.status_code == 200
+    assert page.json["items"] == written_listings
+    found = client.get("/locations/harbour/businesses/search/quay")
+    assert found.json["items"] == [written_listings[1]]
+    one = client.get("/locations/harbour/businesses/slug/full")  # an ORM object, dumped
+    assert one.json == written_listings[1]
+
+
+def test_json_of_refuses_a_field_it_cannot_write():
+    from directory_api.sql import json_of
+
+    class Odd(Schema):
+        when = fields.DateTime()
+
+    with pytest.raises(TypeError, match="no SQL for DateTime"):
+        json_of(Odd(), {"when": None})

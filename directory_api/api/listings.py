@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Blueprint, g
 from marshmallow import ValidationError
-from sqlalchemy import Select, bindparam, literal_column, select
+from sqlalchemy import Select, bindparam, func, literal_column, select
 from sqlalchemy.orm import joinedload, lazyload, load_only, selectinload
 
 from ..access import located
@@ -29,12 +29,18 @@ from ..models import (
     Social,
     Vote,
 )
-from ..pagination import every_row, paginate, sort_fields
+from ..pagination import Encoded, every_row, paginate, sort_fields, sort_keys
 from ..schemas.base import TargetSchema
 from ..schemas.common import ImportArgs, ImportOut
-from ..schemas.listings import ListingIn, ListingListArgs, ListingOut, ListingUpdate
+from ..schemas.listings import (
+    ListingIn,
+    ListingListArgs,
+    ListingOut,
+    ListingUpdate,
+    SocialLinkOut,
+)
 from ..search import TERM_SCHEMA, checked_term, search_criteria
-from ..sql import json_list, json_object
+from ..sql import json_list, json_of, json_text
 from .changes import apply_changes, create_named, delete_unused, update_named
 from .lookups import by_slug_or_422, find_target, get_or_404, id_by_slug, named_by_path
 
@@ -74,15 +80,16 @@ def resolve_references(data: dict[str, Any]) -> None:
         data["socials"] = resolve_socials(data["socials"])
 
 
-# What a listing's output shows, as columns: rows load without the ORM's per-object work.
-SHOWN = ("id", "slug", "name", "description", "branch", "email", "phone", "address", "website")
+# What a page of listings shows, written by the database: each row's `ListingOut` as JSON
+# text (sql.json_of), its subcategory's slug and social links (in their order) included.
+# Built once, not for every page (with its cache key); the page's ids and order are added
+# per request.
 _listings, _categories = Listing.__table__, Category.__table__
 _links, _socials = ListingSocial.__table__, Social.__table__
-# A listing's social links, in their order, as one JSON value of its row.
 _link_rows = (
     select(
-        json_object(
-            literal_column("'social_slug'"), _socials.c.slug, literal_column("'url'"), _links.c.url
+        json_of(
+            schema_instance(SocialLinkOut), {"social_slug": _socials.c.slug, "url": _links.c.url}
         ).label("link"),
         _links.c.position,
     )
@@ -93,22 +100,27 @@ _link_rows = (
     .subquery()
 )
 LINKS = select(json_list(_link_rows.c.link, _link_rows.c.position)).scalar_subquery()
-# Built once, not for every page (with its cache key): what a page shows of its rows, with
-# their subcategory's slug and their links; the page's ids and order are added per request.
-SHOWN_COLUMNS = select(
-    *(_listings.c[name] for name in SHOWN),
-    _listings.c.created_at,
-    _listings.c.updated_at,
-    _categories.c.slug.label("subcategory_slug"),
-    LINKS.label("socials"),
+OUTPUT = select(
+    json_text(
+        json_of(
+            schema_instance(ListingOut),
+            {
+                **_listings.c,
+                "subcategory_slug": _categories.c.slug,
+                "socials": func.coalesce(LINKS, literal_column("'[]'")),
+            },
+        )
+    )
 ).select_from(_listings.outerjoin(_categories, _listings.c.subcategory_id == _categories.c.id))
 
 
-def fetch_listings(page_ids: Select | list[Any], order: list[Any]) -> list[dict[str, Any]]:
-    """One page of listings as plain rows, shaped by the same `ListingOut` as single ones:
-    one statement whatever the page size, the social links aggregated in it."""
-    rows = db.session.execute(SHOWN_COLUMNS.where(_listings.c.id.in_(page_ids)).order_by(*order))
-    return [{**row._mapping, "socials": row.socials or []} for row in rows]
+def fetch_listings(page_ids: Select | list[Any], order: list[Any]) -> Encoded:
+    """Listings (a page, or an export's batch), each its output as JSON text, with the
+    columns they are sorted by (where the next page starts): one statement whatever their
+    number, and nothing to dump."""
+    keys = sort_keys(order)
+    stmt = OUTPUT.add_columns(*(keys[0] if keys else ()))
+    return Encoded(db.session.execute(stmt.where(_listings.c.id.in_(page_ids)).order_by(*order)))
 
 
 def plan_import(
