@@ -8,13 +8,13 @@ whose `sort` field loads as ORDER BY clauses; the view returns `paginate(stmt, a
 import re
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 
 import orjson
 from flask import Response, jsonify, request
 from marshmallow import Schema, ValidationError, fields, validate
-from sqlalchemy import Select, func, literal, select, tuple_
+from sqlalchemy import Select, bindparam, func, select, tuple_
 from sqlalchemy.orm import InstrumentedAttribute
 from sqlalchemy.sql import operators
 
@@ -25,8 +25,9 @@ MAX_PER_PAGE = 100
 DEFAULT_PER_PAGE = 20
 MAX_SORT = 200
 PATH_SAFE = "/!$&'()*+,;=:@-._~"  # RFC 3986 pchar and "/", left as they are
-# Loads one page's rows: given the page's ids (a SELECT or a list) and the ORDER BY clauses.
-Fetch = Callable[[Any, list[Any]], Sequence[Any]]
+# The statement of a page's rows as their output (`Encoded`), given the page's ids (a
+# SELECT, or BOUND_IDS) and the ORDER BY clauses.
+Encode = Callable[[Any, list[Any]], Select]
 Sortable = Mapping[str, InstrumentedAttribute]
 
 
@@ -40,6 +41,12 @@ def sort_fields(model: Any, *extra: str) -> dict[str, InstrumentedAttribute]:
 def sort_pattern(names: Sequence[str]) -> str:
     one = "-?(?:" + "|".join(re.escape(name) for name in names) + ")"
     return f"^{one}(?:,{one})*$"
+
+
+class Order(list):
+    """The ORDER BY clauses of a sort, and its `text` (which names it: `name,-createdAt`)."""
+
+    text: str
 
 
 class Sort(fields.String):
@@ -63,8 +70,9 @@ class Sort(fields.String):
             order = self.clauses(default)
         super().__init__(load_default=lambda: order, metadata=metadata, **kwargs)
 
-    def clauses(self, value: str) -> list[Any]:
-        order = []
+    def clauses(self, value: str) -> "Order":
+        order = Order()
+        names = []
         for raw in value.split(","):
             name = raw.strip()
             column = self.sortable.get(name.lstrip("-"))
@@ -72,6 +80,8 @@ class Sort(fields.String):
                 allowed = ", ".join(self.sortable)
                 raise ValidationError(f"Cannot sort by {name!r}; sortable fields: {allowed}.")
             order.append(column.desc() if name.startswith("-") else column.asc())
+            names.append(name)
+        order.text = ",".join(names)
         return order
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> list[Any]:
@@ -140,75 +150,153 @@ def paginate(
     tiebreak: Any = None,
     options: Sequence[Any] = (),
     total: int | None = None,
-    fetch: Fetch | None = None,
+    encoded: Encode | None = None,
     count_with_page: bool = False,
     revision: tuple[Hashable, ...] | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> Page:
     """One page of `stmt`, in the order `args["sort"]` asks (else `default_order`).
 
     Ties break on `tiebreak` (the entity's id by default), so pages never overlap or skip.
     `options` are loader options (eager loads) for the page's rows. `total`, when the
-    caller knows it (a stored count), saves the COUNT(*). `fetch(page_ids, order)`, for hot
-    lists, loads the page's rows itself (plain rows instead of ORM objects).
+    caller knows it (a stored count), saves the COUNT(*). `encoded(page_ids, order)`, for
+    hot lists, is the statement of the page's rows as their output (`Encoded`).
     `count_with_page` counts in the statement that finds the page's ids, for lists whose
     every match is read to order them anyway (a search by relevance): one pass, not two.
     `revision`, what determines the list's rows (a stored revision), lets the process
     remember where pages start (`PAGE_STARTS`): a page asked again, or the one after a page
     it answered, starts at its first row's sort key instead of skipping every row before.
+
+    `params`: `stmt` is built once, its values bind parameters given here, so the page's
+    statements are built once per sort and kept (`STATEMENTS`), not built (and their cache
+    keys computed) for every request.
     """
     page, per_page = args["page"], args["per_page"]
-    entity = stmt.column_descriptions[0]["entity"]
-    tiebreak = entity.id if tiebreak is None else tiebreak
-    clauses = [*(args.get("sort") or default_order), tiebreak.asc()]
-    # A deferred join: the page's ids come from the index alone (cheap even deep in a
-    # long list), then only those rows are loaded, with what the output shows.
-    page_ids = (
-        stmt.with_only_columns(tiebreak, maintain_column_froms=True)
-        .order_by(*clauses)
-        .limit(per_page)
-    )
-    keys = sort_keys(clauses) if revision is not None else None
+    order = args.get("sort") or default_order
     start = None
-    if keys is not None and page > 1:  # page 1 starts at the start
+    if revision is not None and page > 1:  # page 1 starts at the start
         start = PAGE_STARTS.get(request_key(*revision, page, skip_arg="page"))
-    if start is not None:
-        page_ids = page_ids.where(start_at(keys, *start))
+    # A list built once, in a sort named by its text: its statements are built once.
+    shape = (stmt, getattr(order, "text", None), start and start[1], count_with_page)
+    reused = params is not None and shape[1] is not None
+    built = STATEMENTS.get(shape) if reused else None
+    if built is None:
+        built = page_statements(
+            stmt,
+            order,
+            tiebreak=tiebreak,
+            options=options,
+            encoded=encoded,
+            start=start,
+            ids_bound=count_with_page,
+        )
+        if reused:
+            STATEMENTS.put(shape, built)
+    values = {**(params or {}), "page_limit": per_page}
+    if built.from_start:
+        values.update(zip(START_NAMES, start[0], strict=False))
     else:
-        page_ids = page_ids.offset((page - 1) * per_page)
-    ids: Select | list[Any] = page_ids
+        values["page_offset"] = (page - 1) * per_page
     if total is None and count_with_page:
-        found, total = rows_and_count(page_ids)
-        ids = [row[0] for row in found]
+        found, total = rows_and_count(built.ids, values)
+        if total is None:
+            return Page([], page, per_page, db.session.scalar(built.count, values))
+        values["page_ids"] = [row[0] for row in found]
     if total is None:
-        total = count_of(stmt)
-    if isinstance(ids, list) and not ids:
-        return Page([], page, per_page, total)
-    rows = load_rows(entity, tiebreak, ids, clauses, options, fetch)
-    if keys is not None and rows:
+        total = db.session.scalar(built.count, values)
+    rows = load_rows(built.rows, values, encoded is not None)
+    if revision is not None and built.keys is not None and rows:
         # Page 1 starts at the start; a page found from its start has it remembered.
         remember_starts(
-            keys,
+            built.keys,
             revision,
             page,
             rows,
-            this=page > 1 and start is None,
+            this=page > 1 and not built.from_start,
             following=len(rows) == per_page,
         )
     return Page(rows, page, per_page, total)
 
 
-def count_of(stmt: Select) -> int:
+# The statements of pages of lists built once (paginate's `params`), by list and sort.
+STATEMENTS = RecentlyUsed(size=512, lifetime=False)
+START_NAMES = tuple(f"page_start_{i}" for i in range(MAX_SORT + 1))
+
+
+class PageStatements(NamedTuple):
+    """The statements of a page of a list, their values bind parameters."""
+
+    ids: Select  # the page's ids: `page_limit` from `page_offset`, or from its start
+    rows: Select  # its rows: by `ids`, or by the list of ids bound as `page_ids`
+    count: Select  # how many rows the list has
+    keys: tuple[list[Any], bool] | None  # the sort's columns (`sort_keys`)
+    from_start: bool  # `ids` starts at the sort key bound as `page_start_0`, …
+
+
+def page_statements(
+    stmt: Select,
+    order: Sequence[Any],
+    *,
+    tiebreak: Any,
+    options: Sequence[Any],
+    encoded: Encode | None,
+    start: tuple[Any, bool] | None,
+    ids_bound: bool,
+) -> PageStatements:
+    entity = stmt.column_descriptions[0].get("entity")  # None: a SELECT of columns
+    tiebreak = entity.id if tiebreak is None else tiebreak
+    clauses = [*order, tiebreak.asc()]
+    keys = sort_keys(clauses)
+    from_start = start is not None and keys is not None
+    # A deferred join: the page's ids come from the index alone (cheap even deep in a
+    # long list), then only those rows are loaded, with what the output shows.
+    page_ids = (
+        stmt.with_only_columns(tiebreak, maintain_column_froms=True)
+        .order_by(*clauses)
+        .limit(bindparam("page_limit"))
+    )
+    if from_start:
+        page_ids = page_ids.where(start_at(keys, inclusive=start[1]))
+    else:
+        page_ids = page_ids.offset(bindparam("page_offset"))
+    ids = BOUND_IDS if ids_bound else page_ids
+    rows = rows_statement(entity, tiebreak, ids, clauses, options, encoded)
+    count = stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None)
+    return PageStatements(page_ids, rows, count, keys, from_start)
+
+
+BOUND_IDS = bindparam("page_ids", expanding=True)
+
+
+def rows_statement(
+    entity: Any,
+    tiebreak: Any,
+    ids: Any,
+    clauses: list[Any],
+    options: Sequence[Any],
+    encoded: Encode | None,
+) -> Select:
+    """The statement of the rows with these ids (a SELECT, or BOUND_IDS), in `clauses`
+    order: their output (`encoded`), or ORM objects with `options`."""
+    if encoded is not None:
+        return encoded(ids, clauses)
+    return select(entity).where(tiebreak.in_(ids)).options(*options).order_by(*clauses)
+
+
+def count_of(stmt: Select, params: Mapping[str, Any] | None = None) -> int:
     """How many rows `stmt` matches: COUNT(*) over its FROM and WHERE (no subquery that
     would carry every column)."""
     return db.session.scalar(
-        stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None)
+        stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None), params
     )
 
 
-def rows_and_count(page: Select) -> tuple[list[Any], int | None]:
+def rows_and_count(
+    page: Select, params: Mapping[str, Any] | None = None
+) -> tuple[list[Any], int | None]:
     """The rows of `page` (a LIMIT/OFFSET of a list) and, counted in the same statement
     (count(*) OVER ()), how many the list has; None past its last page (none to count on)."""
-    found = db.session.execute(page.add_columns(func.count().over().label("_total"))).all()
+    found = db.session.execute(page.add_columns(func.count().over().label("_total")), params).all()
     return found, (found[0]._total if found else None)
 
 
@@ -226,12 +314,12 @@ def sort_keys(clauses: list[Any]) -> tuple[list[Any], bool] | None:
     return [clause.element for clause in clauses], clauses[0].modifier is operators.asc_op
 
 
-def start_at(keys: tuple[list[Any], bool], values: tuple[Any, ...], inclusive: bool) -> Any:
-    """The rows from (or after) the row whose sort key is `values`."""
+def start_at(keys: tuple[list[Any], bool], *, inclusive: bool) -> Any:
+    """The rows from (or after) the row whose sort key is bound as `page_start_0`, …"""
     columns, ascending = keys
-    row, anchor = (
-        tuple_(*columns),
-        tuple_(*(literal(v, c.type) for v, c in zip(values, columns, strict=True))),
+    row = tuple_(*columns)
+    anchor = tuple_(
+        *(bindparam(name, type_=c.type) for name, c in zip(START_NAMES, columns, strict=False))
     )
     if ascending:
         return row >= anchor if inclusive else row > anchor
@@ -264,20 +352,11 @@ def sort_key(row: Any, columns: list[Any]) -> tuple[Any, ...] | None:
     return None if None in values else values
 
 
-def load_rows(
-    entity: Any,
-    tiebreak: Any,
-    ids: Select | Sequence[Any],
-    clauses: list[Any],
-    options: Sequence[Any],
-    fetch: Fetch | None,
-) -> Sequence[Any]:
-    """The rows with these ids, in `clauses` order: ORM objects with `options`, or what
-    `fetch` loads."""
-    if fetch is not None:
-        return fetch(ids, clauses)
-    stmt = select(entity).where(tiebreak.in_(ids)).options(*options).order_by(*clauses)
-    return list(db.session.scalars(stmt).unique())
+def load_rows(stmt: Select, params: Mapping[str, Any] | None, encoded: bool) -> Sequence[Any]:
+    """The rows `stmt` selects: each one's output (`Encoded`), or ORM objects."""
+    if encoded:
+        return Encoded(db.session.execute(stmt, params))
+    return list(db.session.scalars(stmt, params).unique())
 
 
 def small_page(model: Any, args: dict[str, Any]) -> Page:
@@ -306,7 +385,7 @@ def every_row(
     *,
     default_order: Sequence[Any] = (),
     options: Sequence[Any] = (),
-    fetch: Fetch | None = None,
+    encoded: Encode | None = None,
     batch: int = 500,
 ) -> Iterator[Sequence[Any]]:
     """Every row of `stmt` in the order `args["sort"]` asks, batch by batch (an export):
@@ -318,8 +397,9 @@ def every_row(
         .order_by(*clauses)
         .execution_options(yield_per=batch)
     )
+    rows = rows_statement(entity, entity.id, BOUND_IDS, clauses, options, encoded)
     for chunk in ids.partitions(batch):
-        yield load_rows(entity, entity.id, list(chunk), clauses, options, fetch)
+        yield load_rows(rows, {"page_ids": list(chunk)}, encoded is not None)
 
 
 def _page_url(page: int) -> str:

@@ -23,26 +23,28 @@ from flask import current_app, request
 class RecentlyUsed:
     """The most recently used `size` entries (gunicorn's threads share one per process)."""
 
-    def __init__(self, size: int = 10_000) -> None:
+    def __init__(self, size: int = 10_000, *, lifetime: bool = True) -> None:
         self.size = size
-        self.entries: OrderedDict[bytes, Any] = OrderedDict()
+        self.lifetime = lifetime
+        self.entries: OrderedDict[Hashable, Any] = OrderedDict()
         self.lock = Lock()
 
-    def get(self, key: bytes) -> Any:
-        """The value kept for `key`, if it was kept less than `PUBLIC_MAX_AGE` s ago."""
-        lifetime = current_app.config["PUBLIC_MAX_AGE"]
+    def get(self, key: Hashable) -> Any:
+        """The value kept for `key`, if it was kept less than `PUBLIC_MAX_AGE` s ago (or,
+        without `lifetime`, at all)."""
+        lifetime = current_app.config["PUBLIC_MAX_AGE"] if self.lifetime else None
         with self.lock:
             entry = self.entries.get(key)
             if entry is None:
                 return None
             value, kept_at = entry
-            if monotonic() - kept_at >= lifetime:
+            if lifetime is not None and monotonic() - kept_at >= lifetime:
                 del self.entries[key]
                 return None
             self.entries.move_to_end(key)
             return value
 
-    def put(self, key: bytes, value: Any) -> None:
+    def put(self, key: Hashable, value: Any) -> None:
         with self.lock:
             self.entries[key] = (value, monotonic())
             self.entries.move_to_end(key)

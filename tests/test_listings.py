@@ -102,6 +102,30 @@ def test_subcategory_filter(client, world, kind):
     assert client.get(url(kind) + "?subcategory=Not%20A%20Slug").status_code == 422
 
 
+def test_the_list_statements_built_once_answer_each_request_with_its_own_values(
+    client, world, kind
+):
+    """A list page's statements are built once per sort and reused (pagination's
+    STATEMENTS): requests for other locations, subcategories and pages, interleaved, each
+    get their own rows."""
+    make_listing(kind[1], world["harbour"], "a", subcategory=world["cafes"])
+    make_listing(kind[1], world["harbour"], "b", subcategory=world["bakeries"])
+    make_listing(kind[1], world["harbour"], "c", subcategory=world["cafes"])
+    make_listing(kind[1], world["hill"], "d", subcategory=world["cafes"])
+
+    def slugs(location, query):
+        page = client.get(url(kind, location) + query).get_json()
+        return [item["slug"] for item in page["items"]], page["total"]
+
+    for _ in range(2):
+        assert slugs("harbour", "?sort=-slug") == (["c", "b", "a"], 3)
+        assert slugs("hill", "?sort=-slug") == (["d"], 1)
+        assert slugs("harbour", "?sort=-slug&subcategory=cafes") == (["c", "a"], 2)
+        assert slugs("hill", "?sort=-slug&subcategory=bakeries") == ([], 0)
+        assert slugs("harbour", "?sort=-slug&perPage=1&page=2") == (["b"], 3)
+        assert slugs("harbour", "?sort=-slug&perPage=2&page=2") == (["a"], 3)
+
+
 def test_unknown_location_is_404(client, world, kind):
     for rest in ("", "slug/a", "id/00000000-0000-0000-0000-000000000000", "search/abc"):
         response = client.get(url(kind, "nowhere", rest))

@@ -29,7 +29,7 @@ from ..models import (
     Social,
     Vote,
 )
-from ..pagination import Encoded, every_row, paginate, sort_fields, sort_keys
+from ..pagination import every_row, paginate, sort_fields, sort_keys
 from ..schemas.base import TargetSchema
 from ..schemas.common import ImportArgs, ImportOut
 from ..schemas.listings import (
@@ -114,13 +114,13 @@ OUTPUT = select(
 ).select_from(_listings.outerjoin(_categories, _listings.c.subcategory_id == _categories.c.id))
 
 
-def fetch_listings(page_ids: Select | list[Any], order: list[Any]) -> Encoded:
-    """Listings (a page, or an export's batch), each its output as JSON text, with the
+def listings_output(page_ids: Any, order: list[Any]) -> Select:
+    """The statement of listings (a page, or an export's batch) as their output, with the
     columns they are sorted by (where the next page starts): one statement whatever their
-    number, and nothing to dump."""
+    number, and nothing to dump (`pagination.Encoded`)."""
     keys = sort_keys(order)
     stmt = OUTPUT.add_columns(*(keys[0] if keys else ()))
-    return Encoded(db.session.execute(stmt.where(_listings.c.id.in_(page_ids)).order_by(*order)))
+    return stmt.where(_listings.c.id.in_(page_ids)).order_by(*order)
 
 
 def plan_import(
@@ -174,10 +174,21 @@ def listings_blueprint(
     bp = Blueprint(plural, __name__, url_prefix=f"/locations/<slug:slug>/{plural}")
     # What the output shows, loaded with the row.
     load = (joinedload(model.subcategory), selectinload(model.socials))
-    list_args = ListingListArgs.sorted_by(sort_fields(model), default="name")
-    search_args = ListingListArgs.sorted_by(sort_fields(model))  # default: by relevance
+    # Sorted by the table's columns: a list page's statements are SQL alone (no ORM).
+    list_args = ListingListArgs.sorted_by(sort_fields(_listings.c), default="name")
+    search_args = ListingListArgs.sorted_by(sort_fields(_listings.c))  # default: by relevance
     export_args = list_args.without_paging()
     kind = model.__mapper__.polymorphic_identity
+
+    # Built once, their values bound per request (paginate's `params`): the location's
+    # listings of this kind, and those of one subcategory.
+    of_location = select(_listings.c.id).where(
+        _listings.c.location_id == bindparam("location_id"), _listings.c.kind == kind
+    )
+    of_subcategory = of_location.where(
+        _listings.c.subcategory_id
+        == select(_categories.c.id).where(_categories.c.slug == bindparam("slug")).scalar_subquery()
+    )
 
     def filtered(location: Location, args: dict[str, Any], *criteria: Any) -> Select:
         stmt = select(model).where(model.location_id == location.id, *criteria)
@@ -222,19 +233,21 @@ def listings_blueprint(
         revision=revision_of,
     )
     def list_listings(args, location: Location):
-        total = None if "subcategory" in args else g.listing_counts[0]
+        params = {"location_id": location.id, "slug": args.get("subcategory")}
         return paginate(
-            filtered(location, args),
+            of_subcategory if "subcategory" in args else of_location,
             args,
-            total=total,
-            fetch=fetch_listings,
+            tiebreak=_listings.c.id,
+            total=None if "subcategory" in args else g.listing_counts[0],
+            encoded=listings_output,
             revision=revision_of(location),
+            params=params,
         )
 
     @bp.get("/export.csv")
     @endpoint(response=ListingOut, query=export_args, csv=True)
     def export_listings(args, location: Location):
-        rows = every_row(filtered(location, args), args, fetch=fetch_listings)
+        rows = every_row(filtered(location, args), args, encoded=listings_output)
         return csv_response(ListingOut, rows, f"{location.slug}-{plural}.csv")
 
     @bp.get("/slug/<slug:item_slug>", endpoint="get_by_slug")
@@ -260,7 +273,7 @@ def listings_blueprint(
             stmt,
             args,
             default_order=[relevance, model.name],
-            fetch=fetch_listings,
+            encoded=listings_output,
             count_with_page=True,
         )
 
