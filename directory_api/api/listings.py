@@ -9,8 +9,8 @@ from typing import Any
 
 from flask import Blueprint, g
 from marshmallow import ValidationError
-from sqlalchemy import Select, bindparam, func, literal_column, select
-from sqlalchemy.orm import joinedload, lazyload, load_only, selectinload
+from sqlalchemy import Row, Select, bindparam, func, literal_column, select
+from sqlalchemy.orm import joinedload, selectinload
 
 from ..access import located
 from ..csv_export import csv_response
@@ -84,7 +84,7 @@ def resolve_references(data: dict[str, Any]) -> None:
 # text (sql.json_of), its subcategory's slug and social links (in their order) included.
 # Built once, not for every page (with its cache key); the page's ids and order are added
 # per request.
-_listings, _categories = Listing.__table__, Category.__table__
+_listings, _categories, _locations = Listing.__table__, Category.__table__, Location.__table__
 _links, _socials = ListingSocial.__table__, Social.__table__
 _link_rows = (
     select(
@@ -196,30 +196,30 @@ def listings_blueprint(
             stmt = stmt.where(model.subcategory_id == id_by_slug(Category, args["subcategory"]))
         return stmt
 
-    # Built once (not for every request, with its cache key): the path's location with
-    # its stored counts of this kind, in one statement.
+    # Built once (not for every request, with its cache key): the path's location, as much
+    # of it as these reads use (its id and slug), with its stored counts of this kind, in
+    # one statement of SQL alone.
+    _counts = ListingCount.__table__
     location_with_counts = (
-        select(Location, ListingCount.total, ListingCount.revision)
-        .outerjoin(
-            ListingCount,
-            (ListingCount.location_id == Location.id) & (ListingCount.kind == kind),
+        select(_locations.c.id, _locations.c.slug, _counts.c.total, _counts.c.revision)
+        .select_from(
+            _locations.outerjoin(
+                _counts, (_counts.c.location_id == _locations.c.id) & (_counts.c.kind == kind)
+            )
         )
-        .where(Location.slug == bindparam("slug"))
-        # What these reads use of it (anything else would load when read).
-        .options(load_only(Location.id, Location.slug), lazyload(Location.region))
+        .where(_locations.c.slug == bindparam("slug"))
     )
 
-    def revision_of(location: Location) -> tuple[Any, ...]:
+    def revision_of(location: Row) -> tuple[Any, ...]:
         return location.id, kind, g.listing_counts[1]
 
-    def locate_with_counts(slug: str) -> Location:
-        """The path's location (as `@endpoint` loads it), and in `g.listing_counts` the
-        unfiltered list's total, kept by the ORM (no COUNT over the location), and the
-        revision of what the location's pages of this kind show."""
-        row = db.session.execute(location_with_counts, {"slug": slug}).first()
-        location = located(row[0] if row else None, slug)
+    def locate_with_counts(slug: str) -> Row:
+        """The path's location as these reads use it (a row with its `id` and `slug`), and
+        in `g.listing_counts` the unfiltered list's total, kept by the ORM (no COUNT over
+        the location), and the revision of what the location's pages of this kind show."""
+        row = located(db.session.execute(location_with_counts, {"slug": slug}).first(), slug)
         g.listing_counts = (row.total or 0, row.revision)
-        return location
+        return row
 
     def target_of(location: Location, data: dict[str, Any]) -> Listing:
         return find_target(model, data, model.location_id == location.id, what=noun)
@@ -232,7 +232,7 @@ def listings_blueprint(
         locate=locate_with_counts,
         revision=revision_of,
     )
-    def list_listings(args, location: Location):
+    def list_listings(args, location: Row):  # locate_with_counts: its id and slug
         params = {"location_id": location.id, "slug": args.get("subcategory")}
         return paginate(
             of_subcategory if "subcategory" in args else of_location,
@@ -266,7 +266,7 @@ def listings_blueprint(
         locate=locate_with_counts,
         revision=revision_of,
     )
-    def search(args, location: Location, term: str):
+    def search(args, location: Row, term: str):
         found, relevance = search_criteria(model, checked_term(term))
         stmt = filtered(location, args, *found)
         return paginate(
