@@ -187,6 +187,19 @@ def test_the_database_writes_listings_as_marshmallow_dumps_them(client, written_
     assert one.json == written_listings[1]
 
 
+@pytest.mark.parametrize(
+    ("path", "schema_class"), [("/regions/", regions.RegionOut), ("/socials/", socials.SocialOut)]
+)
+def test_the_database_writes_reference_lists_as_marshmallow_dumps_them(
+    client, objects, path, schema_class
+):
+    items = sorted(objects[schema_class.__name__], key=lambda item: (item.name, str(item.id)))
+    page = client.get(path)
+    assert page.status_code == 200
+    assert page.json["items"] == Schema.dump(schema_class(many=True), items)
+    assert page.json["total"] == len(items)
+
+
 def test_json_of_refuses_a_field_it_cannot_write():
     from directory_api.sql import json_of
 

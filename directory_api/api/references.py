@@ -11,7 +11,7 @@ from typing import Any
 from flask import Blueprint
 from marshmallow import Schema
 
-from ..endpoints import Access, endpoint
+from ..endpoints import Access, endpoint, schema_instance
 from ..pagination import ListArgs, small_page, sort_fields
 from .changes import create_named
 from .lookups import get_or_404, named_by_path
@@ -28,7 +28,7 @@ def reference_blueprint(
     @bp.get("/", endpoint="list")
     @endpoint(response=out, query=list_args, paged=True)
     def list_items(args):
-        return small_page(model, args)
+        return small_page(model, args, schema_instance(out))
 
     @bp.get("/slug/<slug:item_slug>", endpoint="get_by_slug")
     @bp.get("/id/<uuid:item_id>", endpoint="get_by_id")
