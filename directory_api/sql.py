@@ -10,13 +10,14 @@ encoding of the rows in Python.
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from marshmallow import Schema, fields
+from marshmallow import Schema, fields, missing
 from sqlalchemy import literal_column
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
-from sqlalchemy.types import JSON, String
+from sqlalchemy.types import JSON, Integer, String, TypeDecorator, Uuid
 
 from .schemas.fields import Timestamp
+from .types import UTCDateTime
 
 
 def spelled(postgresql: str, sqlite: str) -> Callable[[type], type]:
@@ -105,22 +106,48 @@ def json_of(schema: Schema, sources: Mapping[str, Any]) -> json_object:
     object (`json_text(...)` for its text).
 
     `sources` gives the SQL expression of each attribute the schema reads (a field's
-    `attribute`, else its name). Strings and integers are written as they are, UUIDs and
-    timestamps as the API writes them, and a list of nested objects is a JSON array the
-    expression already builds (`json_list`). Any other field is refused here, at import,
-    rather than written differently from the dump (tests hold the two equal).
+    `attribute`, else its name). Text and integer columns are written as they are, UUIDs
+    and UTC timestamps as the API writes them, and a list of nested objects is a JSON array
+    the expression builds (`json_list` of `json_of`). Anything else is refused here, at
+    import, rather than written differently from the dump: a hook, a field option, a column
+    whose value Python decodes (encrypted text), or a field over a column of another type
+    (tests hold the output equal to the dump).
     """
+    if any(schema._hooks[hook] for hook in ("pre_dump", "post_dump")):
+        raise TypeError(f"{type(schema).__name__}: no SQL for a schema with dump hooks")
     pairs: list[Any] = []
     for name, field in schema.dump_fields.items():
-        value = sources[field.attribute or name]
-        kind = type(field)
-        if kind is fields.UUID:
-            value = uuid_text(value)
-        elif kind is Timestamp:
-            value = timestamp_text(value)
-        elif kind is fields.List and type(field.inner) is fields.Nested:
-            value = json_value(value)
-        elif kind not in (fields.String, fields.Integer):
-            raise TypeError(f"{type(schema).__name__}.{name}: no SQL for {kind.__name__}")
-        pairs += [literal_column(f"'{field.data_key or name}'"), value]
+        value = written(field, sources[field.attribute or name])
+        if value is None:
+            raise TypeError(
+                f"{type(schema).__name__}.{name}: no SQL for {type(field).__name__} over "
+                f"{sources[field.attribute or name].type!r}"
+            )
+        key = field.data_key or name
+        if not key.isidentifier():
+            raise TypeError(f"{type(schema).__name__}.{name}: a key SQL would quote: {key!r}")
+        pairs += [literal_column(f"'{key}'"), value]
+    if len(pairs) > MAX_ARGUMENTS:
+        raise TypeError(f"{type(schema).__name__}: more fields than one SQL call takes")
     return json_object(*pairs)
+
+
+MAX_ARGUMENTS = 100  # PostgreSQL's limit on a function call's arguments
+
+
+def written(field: fields.Field, value: Any) -> Any:
+    """How the database writes `value` as `field` dumps it; None if it cannot."""
+    kind, column_type = type(field), value.type
+    if field.dump_default is not missing or getattr(field, "as_string", False):
+        return None
+    if kind is fields.String and isinstance(column_type, String):
+        return None if isinstance(column_type, TypeDecorator) else value
+    if kind is fields.Integer and isinstance(column_type, Integer):
+        return value
+    if kind is fields.UUID and isinstance(column_type, Uuid):
+        return uuid_text(value)
+    if kind is Timestamp and isinstance(column_type, UTCDateTime):
+        return timestamp_text(value)
+    if kind is fields.List and type(field.inner) is fields.Nested and isinstance(column_type, JSON):
+        return json_value(value)
+    return None
