@@ -17,6 +17,7 @@ from .conftest import (
     send_outbox,
     signed_in,
     start_reset,
+    statements_run,
 )
 from .factories import PASSWORD, grant, make_location, make_user
 
@@ -63,6 +64,24 @@ def test_invitation_register_and_login_through_real_smtp(mail_app, mailbox):
     fresh = mail_app.test_client()
     login = fresh.post("/auth/login", json={"email": "owner@example.com", "password": NEW_PASSWORD})
     assert login.status_code == 200
+
+
+def test_me_shows_every_role_from_one_statement(app):
+    """The signed-in user comes with their roles and their locations' slugs in the one
+    statement that loads them (not one more per role)."""
+    user = make_user("ann@example.com")
+    for slug, role in (("zeta", Role.ADMIN), ("alpha", Role.OWNER), ("mid", Role.ADMIN)):
+        grant(user, make_location(slug), role)
+    client = signed_in(app, "ann@example.com")
+    with statements_run() as run:
+        response = client.get("/me/")
+    assert response.status_code == 200
+    assert response.get_json()["roles"] == [
+        {"location": "alpha", "role": "owner"},
+        {"location": "mid", "role": "admin"},
+        {"location": "zeta", "role": "admin"},
+    ]
+    assert len(run) == 1, [executed.statement for executed in run]
 
 
 def assert_not_found_without_user_data(response):
