@@ -4,13 +4,13 @@ Paths are logged with tokens replaced and control characters escaped (a path can
 start a second line), and no body, query string, password or vote detail is ever logged.
 """
 
-import json
 import logging
 import re
 import time
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from flask import Flask, Response, g, has_request_context, request, request_finished
 
 # Paths whose rest is a secret token. Matched on the path itself, not on the route, so the
@@ -54,7 +54,7 @@ class JSONFormatter(logging.Formatter):
                 entry[field] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
+        return orjson.dumps(entry, default=str).decode()
 
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
