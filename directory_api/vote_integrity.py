@@ -103,9 +103,10 @@ def employer_of(vote: Vote) -> uuid.UUID | None:
     return vote.employer.id if vote.employer is not None else vote.employer_id
 
 
-def earliest_same_vote(vote: Vote) -> Vote | None:
-    """The earliest other employer vote from `vote`'s address at its location for what
-    `vote` is for: its employer, or with none linked, the same business name (case-folded).
+def earliest_same_vote(vote: Vote) -> uuid.UUID | None:
+    """The id of the earliest other employer vote from `vote`'s address at its location
+    for what `vote` is for: its employer, or with none linked, the same business name
+    (case-folded).
 
     The first match is found in the database along the address's index, so one address
     with thousands of votes costs no more than one with a few.
@@ -113,7 +114,7 @@ def earliest_same_vote(vote: Vote) -> Vote | None:
     if vote.email_hash is None:
         return None
     earlier = (
-        select(Vote)
+        select(Vote.id)
         .where(
             Vote.location_id == vote.location_id,
             Vote.email_hash == vote.email_hash,
@@ -127,8 +128,10 @@ def earliest_same_vote(vote: Vote) -> Vote | None:
         return db.session.scalar(earlier.where(Vote.employer_id == employer).limit(1))
     # Names compare case-folded, which SQL's lower() is not (ß, ﬁ): compared here, in order.
     name = vote.business_name.casefold()
-    unlinked = db.session.scalars(earlier.where(Vote.employer_id.is_(None)))
-    return next((other for other in unlinked if other.business_name.casefold() == name), None)
+    unlinked = db.session.execute(
+        earlier.add_columns(Vote.business_name).where(Vote.employer_id.is_(None))
+    )
+    return next((other.id for other in unlinked if other.business_name.casefold() == name), None)
 
 
 def mark_duplicate(vote: Vote) -> None:
@@ -138,8 +141,7 @@ def mark_duplicate(vote: Vote) -> None:
     with this already set.
     """
     with db.session.no_autoflush:
-        original = earliest_same_vote(vote)
-    vote.duplicate_of_id = original.id if original is not None else None
+        vote.duplicate_of_id = earliest_same_vote(vote)
 
 
 def delete_vote(vote: Vote) -> None:

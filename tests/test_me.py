@@ -81,7 +81,7 @@ def test_me_shows_every_role_from_one_statement(app):
         {"location": "mid", "role": "admin"},
         {"location": "zeta", "role": "admin"},
     ]
-    assert len(run) == 1, [executed.statement for executed in run]
+    assert len(run) == 1, [executed.sql for executed in run]
 
 
 def assert_not_found_without_user_data(response):
