@@ -407,12 +407,18 @@ def every_row(
         yield load_rows(rows, {"page_ids": list(chunk)}, encoded is not None)
 
 
-def _page_url(page: int) -> str:
+def page_url() -> Callable[[int], str]:
+    """The URL of another page of this list: the request's, `page` set (the first value of
+    each argument, in their order; `page` where it was, else last), encoded once."""
     args = request.args.to_dict()
-    args["page"] = str(page)
+    args["page"] = ""
+    pairs = [urlencode({key: value}) for key, value in args.items()]
+    at = list(args).index("page")
     # The path as sent, percent-encoded again: a search term may hold any character,
     # line breaks included, and a header may not.
-    return f"{quote(request.path, safe=PATH_SAFE)}?{urlencode(args)}"
+    prefix = quote(request.path, safe=PATH_SAFE) + "?" + "".join(f"{p}&" for p in pairs[:at])
+    suffix = "".join(f"&{p}" for p in pairs[at + 1 :])
+    return lambda page: f"{prefix}page={page}{suffix}"
 
 
 def page_answer(page: Page, items: list[Any]) -> Response:
@@ -421,10 +427,11 @@ def page_answer(page: Page, items: list[Any]) -> Response:
         {"items": items, "page": page.page, "perPage": page.per_page, "total": page.total}
     )
     last = max(1, -(-page.total // page.per_page))
-    links = [f'<{_page_url(1)}>; rel="first"', f'<{_page_url(last)}>; rel="last"']
+    url = page_url()
+    links = [f'<{url(1)}>; rel="first"', f'<{url(last)}>; rel="last"']
     if page.page > 1:
-        links.append(f'<{_page_url(min(page.page - 1, last))}>; rel="prev"')
+        links.append(f'<{url(min(page.page - 1, last))}>; rel="prev"')
     if page.page < last:
-        links.append(f'<{_page_url(page.page + 1)}>; rel="next"')
+        links.append(f'<{url(page.page + 1)}>; rel="next"')
     response.headers["Link"] = ", ".join(links)
     return response

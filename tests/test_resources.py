@@ -396,3 +396,32 @@ def test_an_update_naming_no_target_is_422_on_id(super_client, targeted):
     response = super_client.put(targeted.collection, json={"name": "Renamed"})
     assert "id" in assert_problem(response, 422)["errors"]
     assert targeted.model.query.filter_by(name="Renamed").count() == 0
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "page=3",
+        "page=2&perPage=5",
+        "perPage=5&page=2&sort=-name",
+        "sort=name&perPage=5",
+        "subcategory=caf%C3%A9s&sort=-name,createdAt",
+        "a=1&a=2&page=4&b=x%26y%3Dz+w",
+    ],
+)
+def test_page_links_encode_the_request_as_it_was(app, query):
+    """Each page's URL is the request's, `page` set, encoded as a whole would be."""
+    from urllib.parse import quote, urlencode
+
+    from directory_api.pagination import PATH_SAFE, page_url
+
+    path = "/locations/harbour/businesses/search/caf\u00e9 &x"
+    with app.test_request_context(quote(path) + "?" + query):
+        from flask import request
+
+        for page in (1, 2, 17):
+            args = request.args.to_dict()
+            args["page"] = str(page)
+            expected = f"{quote(request.path, safe=PATH_SAFE)}?{urlencode(args)}"
+            assert page_url()(page) == expected
