@@ -133,6 +133,19 @@ def dumped(items: Sequence[Any], schema: Schema, *, encode: bool = True) -> list
     return schema.dump(items, many=True)
 
 
+def encoded_by_id(output: Select, id_column: Any) -> Encode:
+    """The `Encode` of a hot list: `output` (each row's output, `sql.json_of`, as its first
+    column) of the rows whose `id_column` is among the page's ids, in the page's order,
+    with the sort's columns (where the next page starts)."""
+
+    def statement(ids: Any, order: list[Any]) -> Select:
+        keys = sort_keys(order)
+        stmt = output.add_columns(*(keys[0] if keys else ()))
+        return stmt.where(id_column.in_(ids)).order_by(*order)
+
+    return statement
+
+
 @dataclass
 class Page:
     """One page of a list: its rows (objects or plain rows, as the output schema reads them)."""

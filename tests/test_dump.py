@@ -200,6 +200,22 @@ def test_the_database_writes_reference_lists_as_marshmallow_dumps_them(
     assert page.json["total"] == len(items)
 
 
+def test_the_database_writes_vote_results_as_marshmallow_dumps_them(client, app):
+    harbour = make_location("harbour")
+    counted = []
+    for slug, name, count in (("w", HOSTILE_TEXT, 5), ("a", "Able", 5), ("m", "Mill", 2)):
+        employer = make_listing("employer", harbour, slug, name=name)
+        employer.vote_count = count
+        counted.append(employer)
+    make_listing("employer", harbour, "none", name="No votes")  # not in the results
+    db.session.commit()
+    page = client.get("/locations/harbour/votes/results")
+    assert page.status_code == 200
+    expected = sorted(counted, key=lambda e: (-e.vote_count, e.name))
+    assert page.json["items"] == Schema.dump(votes.VoteResultOut(many=True), expected)
+    assert page.json["total"] == 3
+
+
 def test_json_of_refuses_what_it_would_write_differently_from_the_dump():
     """Each would be written without error and differ from marshmallow's dump: refused."""
     from marshmallow import post_dump

@@ -3,6 +3,7 @@ flagged for staff only, the per-address receipt cap, the moderation summary and 
 results, as a client sees them."""
 
 import json
+import re
 import uuid
 from datetime import timedelta
 
@@ -493,6 +494,9 @@ def test_votes_loaded_outside_the_app_are_counted_after_a_recount(app, client, h
 )
 def test_results_at_100k_votes_read_counts_not_votes(app, client, harbour):
     works = db.session.scalar(select(Employer).where(Employer.slug == "works"))
+    # Setting up 100k votes may take longer than the app's statement timeout on a busy
+    # machine; the timeout is not what this test is about.
+    db.session.execute(text("SET LOCAL statement_timeout = 0"))
     db.session.execute(
         text(
             "INSERT INTO votes (id, location_id, type, active, employer_id, business_name,"
@@ -505,6 +509,7 @@ def test_results_at_100k_votes_read_counts_not_votes(app, client, harbour):
     db.session.commit()
     from directory_api.vote_integrity import recount_votes
 
+    db.session.execute(text("SET LOCAL statement_timeout = 0"))
     recount_votes([works.id])  # a bulk insert passes by the ORM's upkeep
     db.session.commit()
     db.session.execute(text("ANALYZE votes"))
@@ -515,7 +520,7 @@ def test_results_at_100k_votes_read_counts_not_votes(app, client, harbour):
     captured = [executed for executed in run if "vote_count" in executed.sql]
     assert page["items"] == [{"employer": "works", "name": "Harbour Works", "votes": 100000}]
     for statement, parameters in captured:
-        assert "votes" not in statement.replace("vote_count", "")
+        assert not re.search(r"\b(FROM|JOIN)\s+votes\b", statement, re.IGNORECASE), statement
         with db.engine.connect() as connection:
             plan = connection.exec_driver_sql("EXPLAIN " + statement, parameters).scalars().all()
         assert not any("votes" in line for line in plan), "\n".join(plan)

@@ -29,7 +29,7 @@ from ..models import (
     Social,
     Vote,
 )
-from ..pagination import every_row, paginate, sort_fields, sort_keys
+from ..pagination import encoded_by_id, every_row, paginate, sort_fields
 from ..schemas.base import TargetSchema
 from ..schemas.common import ImportArgs, ImportOut
 from ..schemas.listings import (
@@ -114,13 +114,9 @@ OUTPUT = select(
 ).select_from(_listings.outerjoin(_categories, _listings.c.subcategory_id == _categories.c.id))
 
 
-def listings_output(page_ids: Any, order: list[Any]) -> Select:
-    """The statement of listings (a page, or an export's batch) as their output, with the
-    columns they are sorted by (where the next page starts): one statement whatever their
-    number, and nothing to dump (`pagination.Encoded`)."""
-    keys = sort_keys(order)
-    stmt = OUTPUT.add_columns(*(keys[0] if keys else ()))
-    return stmt.where(_listings.c.id.in_(page_ids)).order_by(*order)
+# Listings (a page, or an export's batch) as their output: one statement whatever their
+# number, and nothing to dump.
+listings_output = encoded_by_id(OUTPUT, _listings.c.id)
 
 
 def plan_import(
