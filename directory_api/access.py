@@ -6,30 +6,19 @@ from typing import Any
 from flask import session
 from flask_login import current_user
 from sqlalchemy import bindparam, select
-from sqlalchemy.orm import joinedload, lazyload, load_only
+from sqlalchemy.orm import lazyload
 
 from .errors import abort
 from .extensions import db, login_manager
 from .models import Location, Membership, Role, User
 
-SIGNED_IN_USER = (
-    select(User)
-    .where(User.session_token == bindparam("token"))
-    .options(
-        joinedload(User.memberships)
-        .joinedload(Membership.location)
-        .options(load_only(Location.slug), lazyload(Location.region))
-    )
-)
+# Built once: who a session names, by the per-user session token a password change replaces.
+SIGNED_IN_USER = select(User).where(User.session_token == bindparam("token"))
 
 
 @login_manager.user_loader
 def load_user(session_token: str) -> User | None:
-    # Looked up by the per-user session token, which a password change replaces; with
-    # the user's roles and their locations' slugs (what /me shows), in the same statement.
-    user = (
-        db.session.execute(SIGNED_IN_USER, {"token": session_token}).unique().scalar_one_or_none()
-    )
+    user = db.session.scalar(SIGNED_IN_USER, {"token": session_token})
     if user is None:
         session.clear()  # a dead session: forget it instead of keeping it alive
     return user

@@ -67,8 +67,8 @@ def test_invitation_register_and_login_through_real_smtp(mail_app, mailbox):
 
 
 def test_me_shows_every_role_from_one_statement(app):
-    """The signed-in user comes with their roles and their locations' slugs in the one
-    statement that loads them (not one more per role)."""
+    """The signed-in user's roles come with their locations' slugs in one statement (not
+    one more per role): two in all, with the user's own."""
     user = make_user("ann@example.com")
     for slug, role in (("zeta", Role.ADMIN), ("alpha", Role.OWNER), ("mid", Role.ADMIN)):
         grant(user, make_location(slug), role)
@@ -81,7 +81,21 @@ def test_me_shows_every_role_from_one_statement(app):
         {"location": "mid", "role": "admin"},
         {"location": "zeta", "role": "admin"},
     ]
-    assert len(run) == 1, [executed.sql for executed in run]
+    assert len(run) == 2, [executed.sql for executed in run]
+
+
+def test_a_signed_in_request_loads_the_user_alone_whatever_their_roles(app):
+    """Roles are loaded for /me only: every other signed-in request reads the user's one
+    row (a user with many roles must not make each request read them all)."""
+    user = make_user("ann@example.com")
+    for number in range(30):
+        grant(user, make_location(f"l{number}"), Role.ADMIN)
+    client = signed_in(app, "ann@example.com")
+    with statements_run() as run:
+        response = client.get("/locations/l3/votes/")
+    assert response.status_code == 200
+    [loader] = [executed.sql for executed in run if "session_token" in executed.sql]
+    assert "memberships" not in loader
 
 
 def assert_not_found_without_user_data(response):

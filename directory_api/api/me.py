@@ -4,6 +4,9 @@ import uuid
 
 from flask import Blueprint, session
 from flask_login import current_user
+from sqlalchemy import bindparam, select
+from sqlalchemy.orm import joinedload, lazyload, load_only
+from sqlalchemy.orm.attributes import set_committed_value
 
 from .. import audit
 from ..credentials import (
@@ -22,7 +25,7 @@ from ..endpoints import Access, endpoint
 from ..errors import abort, invalid
 from ..extensions import db
 from ..limits import login_per_ip, reset_per_email, reset_per_ip, token_endpoints
-from ..models import TokenPurpose, User, UserStatus
+from ..models import Location, Membership, TokenPurpose, User, UserStatus
 from ..outbox import queue_mail
 from ..schemas.common import DetailOut
 from ..schemas.passwords import password_problems
@@ -57,7 +60,20 @@ def signed_in_user() -> User:
 @endpoint(response=UserOut, access=Access.LOGIN)
 def get_me():
     """The signed-in user, with their roles."""
-    return signed_in_user()
+    user = signed_in_user()
+    set_committed_value(user, "memberships", db.session.scalars(ROLES, {"user": user.id}).all())
+    return user
+
+
+# Built once: a user's roles with their locations' slugs (what /me shows of them), in one
+# statement whatever their number; loaded for /me alone, not with every signed-in request.
+ROLES = (
+    select(Membership)
+    .where(Membership.user_id == bindparam("user"))
+    .options(
+        joinedload(Membership.location).options(load_only(Location.slug), lazyload(Location.region))
+    )
+)
 
 
 @bp.put("/id/<uuid:user_id>")
