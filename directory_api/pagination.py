@@ -213,7 +213,7 @@ def paginate(
         values["page_offset"] = (page - 1) * per_page
     if total is None and count_with_page:
         found, total = rows_and_count(built.ids, values)
-        if total is None:
+        if total is None:  # past the last page
             return Page([], page, per_page, db.session.scalar(built.count, values))
         values["page_ids"] = [row[0] for row in found]
     if total is None:
@@ -240,7 +240,9 @@ START_NAMES = tuple(f"page_start_{i}" for i in range(MAX_SORT + 1))
 class PageStatements(NamedTuple):
     """The statements of a page of a list, their values bind parameters."""
 
-    ids: Select  # the page's ids: `page_limit` from `page_offset`, or from its start
+    # The page's ids: `page_limit` from `page_offset`, or from its start (with the list's
+    # `_total` when it is counted with the page).
+    ids: Select
     rows: Select  # its rows: by `ids`, or by the list of ids bound as `page_ids`
     count: Select  # how many rows the list has
     keys: tuple[list[Any], bool] | None  # the sort's columns (`sort_keys`)
@@ -273,10 +275,12 @@ def page_statements(
         page_ids = page_ids.where(start_at(keys, inclusive=start[1]))
     else:
         page_ids = page_ids.offset(bindparam("page_offset"))
-    ids = BOUND_IDS if ids_bound else page_ids
-    rows = rows_statement(entity, tiebreak, ids, clauses, options, encoded)
-    count = stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None)
-    return PageStatements(page_ids, rows, count, keys, from_start)
+    rows = rows_statement(
+        entity, tiebreak, BOUND_IDS if ids_bound else page_ids, clauses, options, encoded
+    )
+    if ids_bound:
+        page_ids = with_total(page_ids)
+    return PageStatements(page_ids, rows, counting(stmt), keys, from_start)
 
 
 BOUND_IDS = bindparam("page_ids", expanding=True)
@@ -297,20 +301,23 @@ def rows_statement(
     return select(entity).where(tiebreak.in_(ids)).options(*options).order_by(*clauses)
 
 
-def count_of(stmt: Select, params: Mapping[str, Any] | None = None) -> int:
-    """How many rows `stmt` matches: COUNT(*) over its FROM and WHERE (no subquery that
-    would carry every column)."""
-    return db.session.scalar(
-        stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None), params
-    )
+def counting(stmt: Select) -> Select:
+    """COUNT(*) over `stmt`'s FROM and WHERE (no subquery that would carry every column)."""
+    return stmt.with_only_columns(func.count(), maintain_column_froms=True).order_by(None)
+
+
+def with_total(page: Select) -> Select:
+    """`page` (a LIMIT/OFFSET of a list) with how many rows the list has, counted in the
+    same statement: `_total`, count(*) OVER ()."""
+    return page.add_columns(func.count().over().label("_total"))
 
 
 def rows_and_count(
     page: Select, params: Mapping[str, Any] | None = None
 ) -> tuple[list[Any], int | None]:
-    """The rows of `page` (a LIMIT/OFFSET of a list) and, counted in the same statement
-    (count(*) OVER ()), how many the list has; None past its last page (none to count on)."""
-    found = db.session.execute(page.add_columns(func.count().over().label("_total")), params).all()
+    """The rows of `page` (`with_total`) and how many the list has; None past its last page
+    (none to count on)."""
+    found = db.session.execute(page, params).all()
     return found, (found[0]._total if found else None)
 
 
@@ -382,18 +389,18 @@ def small_page(model: Any, args: dict[str, Any], schema: Schema) -> Page:
     shape = (table, order.text, "small")
     stmt = STATEMENTS.get(shape)
     if stmt is None:
-        stmt = (
-            select(json_text(json_of(schema, table.c)), func.count().over().label("_total"))
+        stmt = with_total(
+            select(json_text(json_of(schema, table.c)))
             .order_by(*order, table.c.id.asc())
             .limit(bindparam("page_limit"))
             .offset(bindparam("page_offset"))
         )
         STATEMENTS.put(shape, stmt)
-    values = {"page_limit": per_page, "page_offset": (page - 1) * per_page}
-    found = db.session.execute(stmt, values).all()
-    total = found[0]._total if found else None
+    found, total = rows_and_count(
+        stmt, {"page_limit": per_page, "page_offset": (page - 1) * per_page}
+    )
     if total is None:  # past the last page
-        return Page([], page, per_page, count_of(select(table)))
+        return Page([], page, per_page, db.session.scalar(counting(select(table))))
     return Page(Encoded(found), page, per_page, total)
 
 

@@ -182,8 +182,7 @@ def listings_blueprint(
         _listings.c.location_id == bindparam("location_id"), _listings.c.kind == kind
     )
     of_subcategory = of_location.where(
-        _listings.c.subcategory_id
-        == select(_categories.c.id).where(_categories.c.slug == bindparam("slug")).scalar_subquery()
+        _listings.c.subcategory_id == id_by_slug(_categories.c, bindparam("subcategory"))
     )
 
     def filtered(location: Location, args: dict[str, Any], *criteria: Any) -> Select:
@@ -229,7 +228,7 @@ def listings_blueprint(
         revision=revision_of,
     )
     def list_listings(args, location: Row):  # locate_with_counts: its id and slug
-        params = {"location_id": location.id, "slug": args.get("subcategory")}
+        params = {"location_id": location.id, "subcategory": args.get("subcategory")}
         return paginate(
             of_subcategory if "subcategory" in args else of_location,
             args,

@@ -25,8 +25,10 @@ def named_by_path(model: Any, item_slug: str | None, item_id: uuid.UUID | None) 
     return model.id == item_id if item_slug is None else model.slug == item_slug
 
 
-def id_by_slug(model: Any, slug: str, *scope: Any) -> Any:
-    """The id of the row with `slug`, as a subquery for list filters (no such slug: no rows)."""
+def id_by_slug(model: Any, slug: Any, *scope: Any) -> Any:
+    """The id of the row with `slug` (a value, or a bind parameter of a statement built
+    once), as a subquery for list filters (no such slug: no rows). `model` may be a
+    model or a table's columns (`Table.c`, for a statement of SQL alone)."""
     return select(model.id).where(model.slug == slug, *scope).scalar_subquery()
 
 
