@@ -40,6 +40,23 @@ def test_a_matching_etag_is_a_304_without_a_body(client, regions):
         assert client.get("/regions/", headers={"If-None-Match": header}).status_code == 304
 
 
+def test_only_if_none_match_makes_a_304(client, regions):
+    """Ranges are not served, so a Range with a matching If-Range gets the whole body, as
+    do If-Modified-Since (no Last-Modified) and If-Match alone."""
+    first = client.get("/regions/")
+    etag = first.headers["ETag"]
+    for headers in (
+        {"Range": "bytes=0-9", "If-Range": etag},
+        {"If-Modified-Since": "Tue, 24 Nov 2099 00:00:00 GMT"},
+        {"If-Match": etag},
+    ):
+        again = client.get("/regions/", headers=headers)
+        assert (again.status_code, again.data, again.headers["ETag"]) == (200, first.data, etag)
+    # If-Match beside a matching If-None-Match: still the 304 (not a 412).
+    both = client.get("/regions/", headers={"If-None-Match": etag, "If-Match": etag})
+    assert (both.status_code, both.data) == (304, b"")
+
+
 def test_a_change_changes_the_etag(app, client, regions):
     etag = client.get("/regions/").headers["ETag"]
     make_region("east")
