@@ -7,10 +7,12 @@ seconds; a signed-in answer is for that user only, never stored. Every answer va
 `Cookie`, since who asks changes what comes back.
 
 A read whose answer is determined by a stored revision and its URL (a list or search page
-of listings: `ListingCount.revision`) asks `answer_if_unchanged(...)` first: the ETag last
-answered for that revision and URL is kept, so a client still holding it gets its 304
-before the page's work. The ETag is the body's hash all the same (it is the one computed
-then); a process that has not answered that page yet does the work and compares as usual.
+of listings: `ListingCount.revision`) asks `answer_if_known(...)` first. The process keeps
+the ETag it last answered for that revision and URL, so a client still holding it gets
+its 304 before the page's work; and it keeps the most recent of those answers themselves
+(`ANSWERS_KEPT`, each at most `ANSWER_BYTES_KEPT`), so the page asked again, by anyone,
+is answered without its work too. The ETag is the body's hash all the same (it is the one
+computed then); a process that has not answered that page yet does the work as usual.
 """
 
 from collections.abc import Hashable
@@ -25,21 +27,44 @@ ANSWERED = frozenset({200, 304})
 UNCACHED_PREFIX = "/health"  # liveness and readiness: always asked afresh
 
 
-# The ETag answered last for a revision and URL (recent.py).
+# The ETag answered last for a revision and URL (recent.py), and for the most recent of
+# them the answer itself: its ETag, its body and the headers its view set.
 KNOWN_TAGS = RecentlyUsed()
+ANSWERS_KEPT = 128
+ANSWER_BYTES_KEPT = 64 * 1024  # the bench's page of 20 listings is 7.5 KiB, of 100 37 KiB
+KNOWN_ANSWERS = RecentlyUsed(size=ANSWERS_KEPT)
+VIEW_HEADERS = ("Content-Type", "Link")  # the rest the request's hooks set, as for any answer
 
 
-def answer_if_unchanged(*revision: Hashable) -> Response | None:
-    """For a read whose answer is determined by `revision` and its URL: a 304 when the
-    client holds the ETag answered for them last; else None, and this answer's ETag is kept
-    (by `cache_headers`)."""
-    key = g.tag_key = request_key(*revision)
-    tag = KNOWN_TAGS.get(key)
-    if tag is None or not request.if_none_match.contains_weak(tag):
+def answer_if_known(*revision: Hashable) -> Response | None:
+    """For a read whose answer is determined by `revision` and its URL, what this process
+    answered for them last: a 304 when the client holds its ETag, else the answer again
+    when it was kept; None when the read must do its work (and its answer is then kept, by
+    `cache_headers`)."""
+    key = g.answer_key = request_key(*revision)
+    kept = KNOWN_ANSWERS.get(key)
+    tag = kept[0] if kept is not None else KNOWN_TAGS.get(key)
+    if tag is None:
         return None
-    response = Response(status=304)
+    if request.if_none_match.contains_weak(tag):
+        response = Response(status=304)
+    elif kept is not None:
+        response = current_app.response_class(kept[1], headers=kept[2])
+    else:
+        return None
     response.set_etag(tag)
+    g.answered_early = True
     return response
+
+
+def keep_answer(key: bytes, tag: str, response: Response) -> None:
+    KNOWN_TAGS.put(key, tag)
+    body = response.get_data()
+    if response.status_code == 200 and len(body) <= ANSWER_BYTES_KEPT:
+        headers = [
+            (name, response.headers[name]) for name in VIEW_HEADERS if name in response.headers
+        ]
+        KNOWN_ANSWERS.put(key, (tag, body, headers))
 
 
 def signed_in() -> bool:
@@ -63,13 +88,13 @@ def cache_headers(response: Response) -> Response:
     if not private and not request.path.startswith(UNCACHED_PREFIX):
         max_age = current_app.config["PUBLIC_MAX_AGE"]
         response.headers["Cache-Control"] = f"public, max-age={max_age}"
-    if response.status_code == 304:  # answered early (answer_if_unchanged)
+    if g.get("answered_early"):  # by answer_if_known: its ETag set, nothing new to keep
         return response
     response.add_etag()
     tag = response.get_etag()[0]
-    key = g.get("tag_key")
+    key = g.get("answer_key")
     if key is not None:
-        KNOWN_TAGS.put(key, tag)
+        keep_answer(key, tag, response)
     # If-None-Match is the one condition here (no Last-Modified, no ranges), compared weakly
     # (RFC 9110 13.1.2). Werkzeug's make_conditional did more per request (a Date header the
     # server replaces, range parsing) and answered 200 to a matching If-None-Match beside

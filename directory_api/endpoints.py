@@ -37,7 +37,7 @@ from .bodies import (
     load_csv_text,
     load_query,
 )
-from .caching import answer_if_unchanged
+from .caching import answer_if_known
 from .idempotency import idempotent as honour_idempotency_key
 from .models import Location
 from .pagination import Page, dumped, page_answer
@@ -89,8 +89,9 @@ class Endpoint:
     # more of it loads that in the same statement (access.located).
     locate: Callable[[str], Location] = get_location_or_404
     # What determines the answer besides its URL (a stored revision), given the path's
-    # location: a client holding the ETag last answered for it gets its 304 before the
-    # query and body are even read (caching.answer_if_unchanged).
+    # location: a client holding the ETag last answered for it gets its 304, and anyone the
+    # answer itself if this process kept it, before the query and body are even read
+    # (caching.answer_if_known).
     revision: Callable[[Location | None], tuple[Any, ...]] | None = None
 
 
@@ -176,9 +177,9 @@ def endpoint(
                 path["location"] = g.path_location = declaration.locate(path.pop("slug"))
             check_access(declaration.access, path.get("location"))
             if declaration.revision is not None:
-                unchanged = answer_if_unchanged(*declaration.revision(path.get("location")))
-                if unchanged is not None:
-                    return unchanged
+                known = answer_if_known(*declaration.revision(path.get("location")))
+                if known is not None:
+                    return known
             return guarded(**path)
 
         DECLARATIONS[wrapper] = declaration

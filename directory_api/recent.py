@@ -1,7 +1,8 @@
 """What a process remembers of recent answers, by what determined them: bounded, and keyed
 by digests, so that a hostile client varying its URLs only evicts.
 
-`caching.py` keeps the ETag answered for a list revision and URL (a 304 before the work);
+`caching.py` keeps the ETag answered for a list revision and URL (a 304 before the work),
+and the most recent answers themselves (the page again, before the work);
 `pagination.py` keeps where the pages of a list revision start (a deep page without the
 walk over the rows before it). A key names the data's revision, so a change made through
 the app makes the entries for the old data unreachable rather than wrong. A change that

@@ -34,7 +34,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from config import TestingConfig
-from directory_api import create_app
+from directory_api import caching, create_app
 from directory_api.extensions import db, limiter
 from directory_api.models import Location, Membership, Role, User, utcnow
 from directory_api.sessions import RedisSessions
@@ -49,6 +49,13 @@ NEW_PASSWORD = "a brand new passphrase"
 class Executed(NamedTuple):
     sql: str
     parameters: Any
+
+
+def forget_answers() -> None:
+    """Forget what the process kept of the answers it gave (caching.py): as a process that
+    has not answered those pages yet, the next read of one does its work."""
+    caching.KNOWN_TAGS.entries.clear()
+    caching.KNOWN_ANSWERS.entries.clear()
 
 
 @contextmanager

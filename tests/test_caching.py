@@ -10,7 +10,7 @@ from directory_api.extensions import db
 from directory_api.models import Listing
 from directory_api.recent import RecentlyUsed
 
-from .conftest import assert_problem, signed_in, statements_run
+from .conftest import assert_problem, forget_answers, signed_in, statements_run
 from .factories import make_category, make_listing, make_region, make_social, make_user
 
 
@@ -226,11 +226,55 @@ def test_whatever_a_page_shows_changes_its_tag(clients, listed, change, path):
     assert client.get(path, headers={"If-None-Match": after.headers["ETag"]}).status_code == 304
 
 
+@pytest.mark.parametrize("path", [PAGE, SEARCH])
+def test_a_page_asked_again_is_answered_before_its_work(app, clients, listed, path):
+    """By anyone: the answer is the same for all, the headers of who asks their own."""
+    anonymous, owner = clients["anonymous"], clients["owner"]
+    first, work = statements_of(app, lambda: anonymous.get(path))
+
+    for client, cache_control in ((anonymous, "public, max-age=30"), (owner, "no-store")):
+        again, statements = statements_of(app, lambda c=client: c.get(path))
+        assert statements == 1 < work  # the location with its list's revision
+        assert (again.status_code, again.data) == (200, first.data)
+        for name in ("Content-Type", "Content-Length", "Link", "ETag"):
+            assert again.headers[name] == first.headers[name]
+        assert again.headers["Cache-Control"] == cache_control
+        assert "Cookie" in again.headers["Vary"]
+        assert again.headers["X-Request-ID"] != first.headers["X-Request-ID"]
+    head = anonymous.head(path)
+    assert (head.status_code, head.data, head.headers["ETag"]) == (200, b"", first.headers["ETag"])
+
+
+def test_an_answer_too_large_to_keep_is_worked_out_again(app, clients, listed, monkeypatch):
+    monkeypatch.setattr(caching, "ANSWER_BYTES_KEPT", 100)
+    client = clients["anonymous"]
+    first, work = statements_of(app, lambda: client.get(PAGE))
+
+    again, statements = statements_of(app, lambda: client.get(PAGE))
+
+    assert (again.data, statements) == (first.data, work)
+    # Its tag is kept all the same: a revalidation is still one statement.
+    tag = {"If-None-Match": first.headers["ETag"]}
+    revalidated, revalidation = statements_of(app, lambda: client.get(PAGE, headers=tag))
+    assert (revalidated.status_code, revalidation) == (304, 1)
+
+
+def test_kept_answers_are_bounded(app, clients, listed, monkeypatch):
+    monkeypatch.setattr(caching, "KNOWN_ANSWERS", RecentlyUsed(size=2))
+    client = clients["anonymous"]
+    pages = [f"{PAGE}&page={number}" for number in (1, 2, 3)]
+    work = {page: statements_of(app, lambda p=page: client.get(p))[1] for page in pages}
+
+    # The two most recent are kept; the first was let go and is worked out again.
+    again = [statements_of(app, lambda p=page: client.get(p))[1] for page in reversed(pages)]
+    assert again == [1, 1, work[pages[0]]]
+
+
 def test_a_page_another_process_answered_still_revalidates(clients, listed):
-    """The kept tags are per process: one that has not answered the page does the work."""
+    """What is kept is per process: one that has not answered the page does the work."""
     client = clients["anonymous"]
     etag = client.get(PAGE).headers["ETag"]
-    caching.KNOWN_TAGS.entries.clear()
+    forget_answers()
     assert client.get(PAGE, headers={"If-None-Match": etag}).status_code == 304
 
 
@@ -250,13 +294,15 @@ def test_a_change_made_around_the_app_is_seen_within_the_public_lifetime(
     """SQL by hand (or an older release's worker) does not turn the revision: what the
     process remembers lives as long as a public cache may keep the page (PUBLIC_MAX_AGE)."""
     client = clients["anonymous"]
-    tag = client.get(PAGE).headers["ETag"]
+    first = client.get(PAGE)
+    tag = first.headers["ETag"]
     with app.app_context():
         db.session.execute(
             update(Listing).where(Listing.slug == "bakery").values(name="Renamed by hand")
         )
         db.session.commit()
     assert client.get(PAGE, headers={"If-None-Match": tag}).status_code == 304
+    assert client.get(PAGE).data == first.data  # the kept answer, for as long
     now = recent.monotonic()
     monkeypatch.setattr(recent, "monotonic", lambda: now + 30)
 
@@ -264,3 +310,4 @@ def test_a_change_made_around_the_app_is_seen_within_the_public_lifetime(
 
     assert fresh.status_code == 200
     assert "Renamed by hand" in {item["name"] for item in fresh.get_json()["items"]}
+    assert client.get(PAGE).data == fresh.data
