@@ -59,11 +59,12 @@ def answer_if_known(*revision: Hashable) -> Response | None:
 
 def keep_answer(key: bytes, tag: str, response: Response) -> None:
     KNOWN_TAGS.put(key, tag)
+    if response.status_code != 200:
+        return
     body = response.get_data()
-    if response.status_code == 200 and len(body) <= ANSWER_BYTES_KEPT:
-        headers = [
-            (name, response.headers[name]) for name in VIEW_HEADERS if name in response.headers
-        ]
+    headers = [(name, response.headers[name]) for name in VIEW_HEADERS if name in response.headers]
+    # The Link header counts too: it repeats the URL, which the client chose.
+    if len(body) + sum(len(value) for _, value in headers) <= ANSWER_BYTES_KEPT:
         KNOWN_ANSWERS.put(key, (tag, body, headers))
 
 

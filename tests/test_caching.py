@@ -259,6 +259,19 @@ def test_an_answer_too_large_to_keep_is_worked_out_again(app, clients, listed, m
     assert (revalidated.status_code, revalidation) == (304, 1)
 
 
+def test_the_link_header_counts_toward_the_size_kept(app, clients, listed, monkeypatch):
+    """It repeats the URL, which the client chose: it may not make a kept answer larger."""
+    client = clients["anonymous"]
+    first = client.get(PAGE)
+    size = len(first.data) + len(first.headers["Link"]) + len(first.headers["Content-Type"])
+    for limit, kept in ((size - 1, False), (size, True)):
+        forget_answers()
+        monkeypatch.setattr(caching, "ANSWER_BYTES_KEPT", limit)
+        work = statements_of(app, lambda: client.get(PAGE))[1]
+        again = statements_of(app, lambda: client.get(PAGE))[1]
+        assert again == (1 if kept else work) and work > 1
+
+
 def test_kept_answers_are_bounded(app, clients, listed, monkeypatch):
     monkeypatch.setattr(caching, "KNOWN_ANSWERS", RecentlyUsed(size=2))
     client = clients["anonymous"]
