@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import Connection, event, func, inspect, select, update
+from sqlalchemy import Connection, bindparam, event, func, inspect, select, update
 
 from .credentials import new_token, presented_hash
 from .crypto import email_hash
@@ -43,16 +43,21 @@ def receipts_sent_recently(address_hash: str, up_to: int) -> int:
     else frees the allowance. Counting stops at `up_to` (the allowance), along the
     address's index from the window's start, where the day's receipts are: an address
     that voted thousands of times costs no more than one that voted a few."""
-    receipts = (
-        select(Vote.id)
-        .where(
-            Vote.email_hash == address_hash,
-            Vote.created_at > utcnow() - RECEIPT_WINDOW,
-            Vote.receipt_token_hash.is_not(None),
-        )
-        .limit(up_to)
+    values = {"address": address_hash, "since": utcnow() - RECEIPT_WINDOW, "up_to": up_to}
+    return db.session.scalar(RECEIPTS_SINCE, values)
+
+
+# Built once (not for every vote, with its cache key), its values bound.
+_receipts = (
+    select(Vote.id)
+    .where(
+        Vote.email_hash == bindparam("address"),
+        Vote.created_at > bindparam("since"),
+        Vote.receipt_token_hash.is_not(None),
     )
-    return db.session.scalar(select(func.count()).select_from(receipts.subquery()))
+    .limit(bindparam("up_to"))
+)
+RECEIPTS_SINCE = select(func.count()).select_from(_receipts.subquery())
 
 
 def send_receipt(vote: Vote, location: Location, address: str) -> bool:
@@ -113,25 +118,29 @@ def earliest_same_vote(vote: Vote) -> uuid.UUID | None:
     """
     if vote.email_hash is None:
         return None
-    earlier = (
-        select(Vote.id)
-        .where(
-            Vote.location_id == vote.location_id,
-            Vote.email_hash == vote.email_hash,
-            Vote.type == VoteType.EMPLOYER,
-            Vote.id != vote.id,
-        )
-        .order_by(Vote.created_at, Vote.id)
-    )
+    values = {"location_id": vote.location_id, "address": vote.email_hash, "vote_id": vote.id}
     employer = employer_of(vote)
     if employer is not None:
-        return db.session.scalar(earlier.where(Vote.employer_id == employer).limit(1))
+        return db.session.scalar(EARLIEST_FOR_EMPLOYER, {**values, "employer_id": employer})
     # Names compare case-folded, which SQL's lower() is not (ß, ﬁ): compared here, in order.
     name = vote.business_name.casefold()
-    unlinked = db.session.execute(
-        earlier.add_columns(Vote.business_name).where(Vote.employer_id.is_(None))
-    )
+    unlinked = db.session.execute(EARLIER_UNLINKED, values)
     return next((other.id for other in unlinked if other.business_name.casefold() == name), None)
+
+
+# Built once, their values bound: the earlier votes of an address at a location.
+_earlier = (
+    select(Vote.id)
+    .where(
+        Vote.location_id == bindparam("location_id"),
+        Vote.email_hash == bindparam("address"),
+        Vote.type == VoteType.EMPLOYER,
+        Vote.id.is_distinct_from(bindparam("vote_id")),  # None before its first flush
+    )
+    .order_by(Vote.created_at, Vote.id)
+)
+EARLIEST_FOR_EMPLOYER = _earlier.where(Vote.employer_id == bindparam("employer_id")).limit(1)
+EARLIER_UNLINKED = _earlier.add_columns(Vote.business_name).where(Vote.employer_id.is_(None))
 
 
 def mark_duplicate(vote: Vote) -> None:

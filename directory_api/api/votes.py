@@ -18,7 +18,7 @@ from .. import vote_integrity as integrity
 from ..access import has_location_access
 from ..csv_export import csv_response
 from ..endpoints import Access, Answer, endpoint, schema_instance
-from ..errors import abort
+from ..errors import abort, invalid
 from ..extensions import db
 from ..limits import token_endpoints, votes_per_ip
 from ..models import (
@@ -52,7 +52,7 @@ from ..schemas.votes import (
 from ..search import fold
 from ..sql import json_of, json_text
 from .changes import apply_changes, created
-from .lookups import by_slug_or_422, id_by_slug
+from .lookups import id_by_slug
 
 log = logging.getLogger(__name__)
 bp = Blueprint("votes", __name__, url_prefix="/locations/<slug:slug>/votes")
@@ -87,19 +87,27 @@ def visible_votes(location: Location, access: bool) -> Select:
     return stmt
 
 
+# Built once (not for every vote, with their cache keys), their values bound: a location's
+# employer by slug, and its employers by folded name.
+_of_location = select(Employer).where(Employer.location_id == bindparam("location_id"))
+EMPLOYER_BY_SLUG = _of_location.where(Employer.slug == bindparam("slug"))
+EMPLOYERS_BY_NAME = _of_location.where(Employer.search_name == bindparam("folded")).order_by(
+    Employer.slug
+)
+
+
 def employer_by_slug(location: Location, slug: str) -> Employer:
-    return by_slug_or_422(
-        Employer, slug, "employer", Employer.location_id == location.id, where=" at this location"
-    )
+    """The location's employer a body names by slug; 422 on `employer` when there is none."""
+    employer = db.session.scalar(EMPLOYER_BY_SLUG, {"location_id": location.id, "slug": slug})
+    if employer is None:
+        invalid("employer", f"No employer {slug!r} at this location.")
+    return employer
 
 
 def employer_named(location: Location, name: str) -> Employer | None:
     """The employer of this location whose name equals `name`, ignoring case."""
-    candidates = db.session.scalars(
-        select(Employer)
-        .where(Employer.location_id == location.id, Employer.search_name == fold(name))
-        .order_by(Employer.slug)
-    )
+    values = {"location_id": location.id, "folded": fold(name)}
+    candidates = db.session.scalars(EMPLOYERS_BY_NAME, values)
     return next((e for e in candidates if e.name.casefold() == name.casefold()), None)
 
 
