@@ -24,7 +24,6 @@ from flask import current_app
 from sqlalchemy import Connection, bindparam, event, func, inspect, select, update
 
 from .credentials import new_token, presented_hash
-from .crypto import email_hash
 from .errors import abort
 from .extensions import db
 from .models import Listing, Location, Vote, VoteType, utcnow
@@ -61,10 +60,11 @@ RECEIPTS_SINCE = select(func.count()).select_from(_receipts.subquery())
 
 
 def send_receipt(vote: Vote, location: Location, address: str) -> bool:
-    """Give `vote` its token and queue its receipt to `address` (as the voter typed it),
+    """Give `vote` its token and queue its receipt to `address` (as the voter typed it: the
+    vote stores its one spelling, and its keyed hash, which the allowance counts on),
     unless that address had its allowance. Call before the vote has a token."""
     cap = current_app.config["VOTE_RECEIPTS_PER_ADDRESS"]
-    if cap <= 0 or receipts_sent_recently(email_hash(address), cap) >= cap:
+    if cap <= 0 or receipts_sent_recently(vote.email_hash, cap) >= cap:
         return False
     token, vote.receipt_token_hash = new_token()
     vote.receipt_expires_at = utcnow() + RECEIPT_LIFETIME

@@ -35,6 +35,12 @@ def id_by_slug(model: Any, slug: Any, *scope: Any) -> Any:
 def by_slug_or_422(model: Any, slug: str, field: str, *scope: Any, where: str = "") -> Any:
     """The row a body field names by slug; 422 on that field when there is none."""
     found = db.session.scalar(select(model).where(model.slug == slug, *scope))
+    return named_or_422(found, model, slug, field, where=where)
+
+
+def named_or_422(found: Any, model: Any, slug: str, field: str, *, where: str = "") -> Any:
+    """`found`, the row a body field names by slug (looked up by the caller, e.g. with a
+    statement built once); 422 on that field when there is none."""
     if found is None:
         invalid(field, f"No {model.__name__.lower()} {slug!r}{where}.")
     return found

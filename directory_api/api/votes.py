@@ -18,7 +18,7 @@ from .. import vote_integrity as integrity
 from ..access import has_location_access
 from ..csv_export import csv_response
 from ..endpoints import Access, Answer, endpoint, schema_instance
-from ..errors import abort, invalid
+from ..errors import abort
 from ..extensions import db
 from ..limits import token_endpoints, votes_per_ip
 from ..models import (
@@ -52,7 +52,7 @@ from ..schemas.votes import (
 from ..search import fold
 from ..sql import json_of, json_text
 from .changes import apply_changes, created
-from .lookups import id_by_slug
+from .lookups import id_by_slug, named_or_422
 
 log = logging.getLogger(__name__)
 bp = Blueprint("votes", __name__, url_prefix="/locations/<slug:slug>/votes")
@@ -99,9 +99,7 @@ EMPLOYERS_BY_NAME = _of_location.where(Employer.search_name == bindparam("folded
 def employer_by_slug(location: Location, slug: str) -> Employer:
     """The location's employer a body names by slug; 422 on `employer` when there is none."""
     employer = db.session.scalar(EMPLOYER_BY_SLUG, {"location_id": location.id, "slug": slug})
-    if employer is None:
-        invalid("employer", f"No employer {slug!r} at this location.")
-    return employer
+    return named_or_422(employer, Employer, slug, "employer", where=" at this location")
 
 
 def employer_named(location: Location, name: str) -> Employer | None:
