@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 sys.path.insert(0, str(ROOT))
-from bench.run import VOTE  # after the path: it runs as a script
+from bench.run import FRESH, VOTE, fresh_path  # after the path: it runs as a script
 
 WARM_UP = 3
 HISTORY = "## History"
@@ -42,21 +42,10 @@ SCENARIOS = {
     "list_100k": ("GET", "/locations/bench-100k/businesses/?perPage=20", None),
     "deep_100k": ("GET", "/locations/bench-100k/businesses/?perPage=20&page=2000", None),
     "search_100k": ("GET", "/locations/bench-100k/businesses/search/golden%20bakery", None),
-    # The same pages by URLs no request used before ({page}: the page number, zero-padded a
-    # different width each time), so none is answered from what the process kept
-    # (caching.py): the pages' work, where the scenarios above are pages asked again.
-    "list_1k_fresh": ("GET", "/locations/bench-1k/businesses/?perPage=20&page={page}", None),
-    "list_100k_fresh": ("GET", "/locations/bench-100k/businesses/?perPage=20&page={page}", None),
-    "deep_100k_fresh": (
-        "GET",
-        "/locations/bench-100k/businesses/?perPage=20&page={page}",
-        None,
-    ),
-    "search_100k_fresh": (
-        "GET",
-        "/locations/bench-100k/businesses/search/golden%20bakery?page={page}",
-        None,
-    ),
+    # The same pages by URLs no request used before (bench/run.py's FRESH), so none is
+    # answered from what the process kept (caching.py): the pages' work, where the
+    # scenarios above are pages asked again.
+    **{name: ("GET", None, None) for name in FRESH},
     "revalidate_1k": ("GET", "/locations/bench-1k/businesses/?perPage=20", None),
     "results_100k": ("GET", "/locations/bench-100k/votes/results", None),
     "me": ("GET", "/me/", None),
@@ -65,15 +54,6 @@ SCENARIOS = {
     "export_1k": ("GET", "/locations/bench-1k/businesses/export.csv", None),
 }
 SIGNED_IN = {"me", "summary_100k"}
-DEEP_PAGE = {"deep_100k_fresh": 2000}  # the page a fresh scenario asks, if not the first
-
-
-def fresh_path(name: str, path: str, number: int) -> str:
-    """The path of a scenario's `number`th request: a fresh scenario's page number padded
-    with `number` zeros (a URL no request used before), any other's path as it is."""
-    return path.replace("{page}", "0" * number + str(DEEP_PAGE.get(name, 1)))
-
-
 # Costly requests (a thousand rows; counting 100k votes): fewer requests suffice.
 FEWER = {"export_1k": 3, "summary_100k": 3}
 
@@ -150,7 +130,7 @@ def drive(requests: int, names: list[str]) -> None:
         count = FEWER.get(name, requests)
         # Built before counting starts: one per request (the same one unless fresh).
         environs = [
-            caller.environ(method, fresh_path(name, path, number), body, extra)
+            caller.environ(method, fresh_path(name, number) if name in FRESH else path, body, extra)
             for number in range(WARM_UP + count)
         ]
         expected = "304" if name == "revalidate_1k" else ("201", "202", "200")

@@ -447,24 +447,16 @@ def scenarios(service: str, bare: str, cookie: str) -> dict[str, tuple[str, dict
     )
     first = f"{service}/locations/bench-1k/businesses/?perPage=20"
     term = SEARCH_TERM.replace(" ", "%20")
-    list_100k = "/locations/bench-100k/businesses/?perPage=20&page="
     return {
         "bare_flask": (f"{bare}/items/", {}),
         "regions": (f"{service}/regions/", {}),
         "list_1k": (first, {}),
         "list_100k": (f"{service}/locations/bench-100k/businesses/?perPage=20", {}),
-        "deep_100k": (f"{service}{list_100k}2000", {}),
+        "deep_100k": (f"{service}/locations/bench-100k/businesses/?perPage=20&page=2000", {}),
         "search_100k": (f"{service}/locations/bench-100k/businesses/search/{term}", {}),
         # The pages above asked again are answered from what each process kept
         # (caching.py); these are the same pages by URLs not asked before: their work.
-        "list_1k_fresh": fresh(
-            "list_1k", service, "/locations/bench-1k/businesses/?perPage=20&page=", 1
-        ),
-        "list_100k_fresh": fresh("list_100k", service, list_100k, 1),
-        "deep_100k_fresh": fresh("deep_100k", service, list_100k, 2000),
-        "search_100k_fresh": fresh(
-            "search_100k", service, f"/locations/bench-100k/businesses/search/{term}?page=", 1
-        ),
+        **{name: fresh(name, service) for name in FRESH},
         "revalidate_1k": (first, {"headers": (f"If-None-Match: {etag_of(first)}",)}),
         "me": (f"{service}/me/", {"headers": (f"Cookie: {cookie}",)}),
         "vote": (f"{service}/locations/bench-100k/votes/submit/employer", {"script": vote_script}),
@@ -472,13 +464,33 @@ def scenarios(service: str, bare: str, cookie: str) -> dict[str, tuple[str, dict
     }
 
 
+# The pages the `_fresh` scenarios ask, each by a URL not asked lately: the path before
+# the page number, and the page (the deep one from its remembered start: those are kept
+# by page number, not by its spelling).
+_LIST_100K = "/locations/bench-100k/businesses/?perPage=20&page="
+FRESH = {
+    "list_1k_fresh": ("/locations/bench-1k/businesses/?perPage=20&page=", 1),
+    "list_100k_fresh": (_LIST_100K, 1),
+    "deep_100k_fresh": (_LIST_100K, 2000),
+    "search_100k_fresh": (
+        f"/locations/bench-100k/businesses/search/{SEARCH_TERM.replace(' ', '%20')}?page=",
+        1,
+    ),
+}
 FRESH_URLS = 1000  # asked in turn: a worker meets far more than it keeps (ANSWERS_KEPT)
 
 
-def fresh(name: str, service: str, prefix: str, page: int) -> tuple[str, dict]:
-    """A scenario asking page `page` of `prefix` by a URL no request used in the last
-    FRESH_URLS: the page number padded with a number of zeros that changes every request."""
-    script = OUT / f"{name}_fresh.lua"
+def fresh_path(name: str, padding: int) -> str:
+    """The path of fresh scenario `name` with its page number padded with `padding` zeros."""
+    prefix, page = FRESH[name]
+    return f"{prefix}{'0' * padding}{page}"
+
+
+def fresh(name: str, service: str) -> tuple[str, dict]:
+    """Fresh scenario `name` for wrk: the number of zeros changes every request, through
+    FRESH_URLS spellings in turn."""
+    prefix, page = FRESH[name]
+    script = OUT / f"{name}.lua"
     script.write_text(
         "local n = 0\n"
         "request = function()\n"
