@@ -16,23 +16,37 @@ A session is part of the request's outcome, like its database transaction: a req
 fails (5xx) saves no session change, a sign-in writes its session before the transaction
 commits (`save_now`), and a store that fails while saving turns the answer into a 503, so
 the client is never told "signed in" (or "signed out") when the store did not record it.
+
+What the store holds can do nothing and open nothing. A session is stored as JSON and read
+back only as a JSON object (Flask-Session falls back to `pickle.loads`, and cachelib's file
+store pickles: either would run code planted in the store); anything else is no session.
+It is stored under a keyed hash of its id (HMAC-SHA256 under a key derived from
+SECRET_KEY), never the id itself, so a copy of the store (Redis' files, a backup, the
+session folder) holds no id that works as a cookie. Sessions stored under their bare id,
+before this, are not found: they end, and their users sign in again once.
 """
 
 import contextlib
+import hashlib
+import hmac
 import logging
 import os
 import time
 from datetime import timedelta
+from typing import IO, Any
 
+import msgspec
 import redis
 from cachelib.file import FileSystemCache
+from cachelib.serializers import BaseSerializer
 from flask import Flask, Request, Response, current_app, g, session
-from flask_session.base import ServerSideSession
+from flask_session.base import Serializer, ServerSideSession
 from flask_session.cachelib import CacheLibSessionInterface
 from flask_session.redis import RedisSessionInterface
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
+from .crypto import derive_key
 from .errors import STORE_UNAVAILABLE, rewrite_as_problem
 from .timeouts import redis_options
 
@@ -42,7 +56,42 @@ SIGNED_IN_KEY = "_signed_in"  # when the session signed in, in seconds since the
 USER_KEY = "_user_id"  # where Flask-Login keeps who is signed in
 
 
+class JSONSessions(Serializer):
+    """Sessions as JSON objects, read back only as such: what is not one is no session."""
+
+    encoder = msgspec.json.Encoder()
+    decoder = msgspec.json.Decoder(dict[str, Any])
+
+    def encode(self, session: ServerSideSession) -> bytes:
+        return self.encoder.encode(dict(session))
+
+    def decode(self, serialized_data: bytes) -> dict | None:  # type: ignore[override]
+        try:
+            return self.decoder.decode(serialized_data)
+        except msgspec.DecodeError:
+            log.warning("a stored session that is not a JSON object was ignored")
+            return None
+
+
+class JSONFiles(BaseSerializer):
+    """cachelib's file serializer, as JSON (its own pickles)."""
+
+    def dump(self, value: Any, f: IO[bytes], *_args: Any, **_kwargs: Any) -> None:
+        f.write(JSONSessions.encoder.encode(value))
+
+    def load(self, f: IO[bytes], *_args: Any, **_kwargs: Any) -> dict | None:
+        return JSONSessions().decode(f.read())
+
+
 class SessionLifetimeMixin:
+    serializer: Serializer
+    key_prefix: str
+    id_key: bytes  # the HMAC key of store ids
+
+    def _get_store_id(self, sid: str) -> str:
+        digest = hmac.new(self.id_key, sid.encode(), hashlib.sha256).hexdigest()
+        return self.key_prefix + digest
+
     def open_session(self, app: Flask, request: Request) -> ServerSideSession:
         try:
             session = super().open_session(app, request)  # type: ignore[misc]
@@ -60,7 +109,7 @@ class SessionLifetimeMixin:
 
     def save_now(self, session: ServerSideSession) -> None:
         """Write the session to the store at once (raising if the store fails)."""
-        store_id = self._get_store_id(session.sid)  # type: ignore[attr-defined]
+        store_id = self._get_store_id(session.sid)
         self._upsert_session(current_app.permanent_session_lifetime, session, store_id)
         session.stored = True  # from here on, written back only while still there
         session.saved_now = True
@@ -147,15 +196,21 @@ def init_sessions(app: Flask) -> None:
         "permanent": app.config["SESSION_PERMANENT"],
     }
     kind = app.config["SESSION_TYPE"]
+    interface: SessionLifetimeMixin
     if kind == "redis":
+        # A rediss:// URL is TLS, and a user and password in it sign in to a Redis ACL user.
         client = redis.Redis.from_url(app.config["REDIS_URL"], **redis_options(app.config))
-        app.session_interface = RedisSessions(app, client=client, **options)
+        interface = RedisSessions(app, client=client, **options)
     elif kind in ("cachelib", "filesystem"):
         directory = app.config["SESSION_FILE_DIR"] or os.path.join(app.instance_path, "sessions")
         # Past the threshold cachelib deletes expired sessions first, then the oldest ones.
         cache = FileSystemCache(
             directory, threshold=app.config["SESSION_FILE_THRESHOLD"], mode=0o600
         )
-        app.session_interface = FileSessionInterface(app, client=cache, **options)
+        cache.serializer = JSONFiles()
+        interface = FileSessionInterface(app, client=cache, **options)
     else:
         raise RuntimeError(f"Unsupported SESSION_TYPE {kind!r}: use 'cachelib' or 'redis'.")
+    interface.serializer = JSONSessions()
+    interface.id_key = derive_key(app.config["SECRET_KEY"], "session store id")
+    app.session_interface = interface  # type: ignore[assignment]

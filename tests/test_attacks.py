@@ -1104,3 +1104,111 @@ def test_behind_one_proxy_only_the_address_it_appends_counts(app_factory):
         for n in range(4)
     ]
     assert statuses == [401, 401, 401, 429]
+
+
+# --- 14. the session store ------------------------------------------------------------------
+# Whoever can write to the sessions' Redis (or the session folder) must not run code in the
+# service, and a copy of the store must not sign anyone in.
+
+
+class Planted:
+    """A pickle that, once loaded, makes a folder: proof that the store ran code."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.mkdir, (self.marker,))
+
+
+def plant(app, store_id: str, raw: bytes) -> None:
+    """Write `raw` as the stored value of `store_id`, as an attacker with the store would."""
+    import struct
+
+    interface = app.session_interface
+    if hasattr(interface, "client") and not hasattr(interface, "cache"):
+        interface.client.set(store_id, raw, ex=600)
+    else:
+        with open(interface.cache._get_filename(store_id), "wb") as file:
+            file.write(struct.pack("I", 0) + raw)  # cachelib's header: no expiry
+
+
+def stored_ids(app) -> list[str]:
+    """What a copy of the store shows: the Redis keys, or the session file names."""
+    import os
+
+    interface = app.session_interface
+    if hasattr(interface, "cache"):
+        return [name for name in os.listdir(interface.cache._path) if not name.startswith("__")]
+    return [
+        key.decode().removeprefix(interface.key_prefix)
+        for key in interface.client.scan_iter(f"{interface.key_prefix}*")
+    ]
+
+
+@pytest.fixture(params=["configured", "files"])
+def store_app(request, app, app_factory):
+    """The suite's store (Redis under TEST_REDIS_URL, else files), and the file store."""
+    return app if request.param == "configured" else app_factory(SESSION_TYPE="cachelib")
+
+
+@pytest.mark.parametrize("under", ["its store id", "the bare session id"])
+def test_a_pickle_planted_in_the_session_store_is_never_run(store_app, tmp_path, under):
+    import pickle
+
+    with store_app.app_context():
+        make_user("ann@example.com")
+    client = signed_in(store_app, "ann@example.com")
+    sid = session_cookie(client)
+    interface = store_app.session_interface
+    bare = interface.key_prefix + sid
+    store_id = interface._get_store_id(sid) if under == "its store id" else bare
+    marker = tmp_path / "ran"
+    plant(store_app, store_id, pickle.dumps(Planted(str(marker))))
+
+    if under == "its store id":
+        assert_problem(client.get("/me/"), 401)  # no session, so nobody
+        assert login(client, "ann@example.com").status_code == 200  # a fresh sign-in works
+    else:  # where the store kept sessions before: nothing reads it now
+        assert client.get("/me/").get_json()["email"] == "ann@example.com"
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"\x81\xa8_user_id\xa3abc", b"[1, 2]", b'"text"', b"{not json", b"", b"\x00" * 64],
+    ids=["msgpack", "array", "string", "broken", "empty", "zeros"],
+)
+def test_a_stored_session_that_is_not_a_json_object_is_no_session(store_app, raw):
+    with store_app.app_context():
+        make_user("ann@example.com")
+    client = signed_in(store_app, "ann@example.com")
+    plant(store_app, store_app.session_interface._get_store_id(session_cookie(client)), raw)
+    assert_problem(client.get("/me/"), 401)
+
+
+def test_a_copy_of_the_session_store_holds_no_working_cookie(store_app):
+    with store_app.app_context():
+        for n in range(5):
+            make_user(f"user{n}@example.com")
+    clients = [signed_in(store_app, f"user{n}@example.com") for n in range(5)]
+    cookies = {session_cookie(client) for client in clients}
+    found = stored_ids(store_app)
+    assert len(found) >= 5
+    assert not cookies & set(found)
+    for value in found:
+        stranger = store_app.test_client()
+        stranger.set_cookie(COOKIE, value)
+        assert_problem(stranger.get("/me/"), 401)
+    assert all(client.get("/me/").status_code == 200 for client in clients)  # the real ones work
+
+
+def test_a_session_stored_under_its_bare_id_before_the_upgrade_has_ended(store_app):
+    """Sessions from before keyed store ids are not found: they end, nothing breaks."""
+    client = store_app.test_client()
+    old = store_app.session_interface.key_prefix + "old-session-id"
+    plant(store_app, old, b'{"_user_id": "x"}')
+    client.set_cookie(COOKIE, "old-session-id")
+    assert_problem(client.get("/me/"), 401)
