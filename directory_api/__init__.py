@@ -22,7 +22,7 @@ from .endpoints import check_declared
 from .errors import register_error_handlers
 from .extensions import db, limiter, login_manager, mail, migrate
 from .json_provider import JSONProvider
-from .limits import check_only_limited_routes
+from .limits import check_only_limited_routes, guard_limit_headers
 from .logs import configure_logging, register_request_logging
 from .protection import register_protection
 from .reads import add_read_engine
@@ -105,6 +105,7 @@ def register_extensions(app: Flask) -> None:
     init_sessions(app)
     limiter.init_app(app)
     check_only_limited_routes(app)
+    guard_limit_headers(app)
     mail.init_app(app)
     init_password_hasher(app)
     init_keys(app)

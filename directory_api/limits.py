@@ -1,13 +1,18 @@
 """The rate limits of API.md, each read from the configuration when a request arrives."""
 
+import functools
+import logging
 from collections.abc import Callable
 
-from flask import Flask, current_app, request
+from flask import Flask, Response, current_app, request
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 
 from .email_addresses import normalize_email
 from .extensions import limiter
+
+log = logging.getLogger(__name__)
+LIMIT_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 
 
 def configured(name: str) -> Callable[[], str]:
@@ -49,3 +54,31 @@ def check_only_limited_routes(app: Flask) -> None:
         for hook in hooks
         if getattr(hook, "__func__", None) is not Limiter._check_request_limit
     ]
+
+
+def headers_if_the_store_answers(
+    inject: Callable[[Response], Response],
+) -> Callable[[Response], Response]:
+    """Flask-Limiter's header hook asks the store again once the answer is made. If the store
+    has failed since (Redis killed mid-request), the answer stands without the headers:
+    raised from a hook, the error would turn a 503 (or a 200) into a bare 500 that no
+    request log line records."""
+
+    def add_limit_headers(response: Response) -> Response:
+        try:
+            return inject(response)
+        except Exception as error:  # any store's failure: the answer is made already
+            log.warning("rate-limit headers omitted: the store failed (%s)", type(error).__name__)
+            for name in LIMIT_HEADERS:
+                response.headers.pop(name, None)
+            return response
+
+    return add_limit_headers
+
+
+def guard_limit_headers(app: Flask) -> None:
+    """Wrap Flask-Limiter's after-request hook (see `headers_if_the_store_answers`)."""
+    hooks = app.after_request_funcs.get(None, [])
+    for index, hook in enumerate(hooks):
+        if isinstance(hook, functools.partial) and hook.func is Limiter._Limiter__inject_headers:  # type: ignore[attr-defined]
+            hooks[index] = headers_if_the_store_answers(hook)

@@ -27,7 +27,7 @@ from directory_api.outbox import deliver_due, queue_mail, run_worker
 from directory_api.timeouts import unbounded
 
 from .conftest import PG_URL, PROBLEM, Clock, queued_mail, send_outbox, signed_in, smtp_settings
-from .factories import PASSWORD, make_region, make_user
+from .factories import PASSWORD, make_location, make_region, make_user
 from .faults import RedisServer, SilentSMTP, TcpProxy, tcp_proxy
 from .test_outbox import queue
 
@@ -341,6 +341,76 @@ def test_a_killed_redis_answers_503_at_once_and_recovers_when_it_is_back(redis_a
     redis_server.start()  # same port, empty: the old session is gone, a new login works
     assert eventually(lambda: login(redis_app.test_client()).status_code == 200)
     assert client.get("/me/").status_code == 401
+
+
+def test_redis_killed_after_the_limit_was_counted_leaves_the_answer_without_its_headers(
+    redis_app, redis_server, caplog
+):
+    """The limit is counted before the view; the headers ask the store again after it."""
+    killed_after_the_view = redis_app.after_request(
+        lambda response: redis_server.kill() or response
+    )
+    client = redis_app.test_client()
+    with caplog.at_level(logging.INFO, logger=REQUESTS):
+        response = client.post("/me/password-reset", json={"email": "ann@example.com"})
+    assert response.status_code == 202, response.get_data(as_text=True)
+    assert response.get_json() is not None
+    assert not any(name.startswith("X-RateLimit") for name in response.headers.keys())
+    assert [r.status for r in caplog.records if r.name == REQUESTS] == [202]
+    redis_app.after_request_funcs[None].remove(killed_after_the_view)
+
+    # Dead before the request: 503, still with no header and one log line.
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=REQUESTS):
+        response = client.post("/me/password-reset", json={"email": "ann@example.com"})
+    assert_unavailable(response, 0, 1)
+    assert [r.status for r in caplog.records if r.name == REQUESTS] == [503]
+
+
+def test_redis_killed_during_sign_ins_and_submissions_never_answers_500(
+    redis_app, redis_server, caplog
+):
+    make_user("ann@example.com")
+    make_location("harbour", email="votes@harbour.example")
+    vote = {
+        "yourName": "Vic",
+        "yourEmail": "vic@example.com",
+        "businessName": "Acme",
+        "voteBody": "Good",
+    }
+    requests = [
+        lambda client: login(client),
+        lambda client: client.post("/locations/harbour/votes/submit/btoc", json=vote),
+        lambda client: client.post("/me/password-reset", json={"email": "ann@example.com"}),
+        lambda client: client.get("/me/"),
+        lambda client: client.post("/auth/logout"),
+    ]
+    stop = threading.Event()
+
+    def kill_and_restart() -> None:
+        while not stop.is_set():
+            time.sleep(0.05)
+            redis_server.kill()
+            time.sleep(0.05)
+            redis_server.start()
+
+    chaos = threading.Thread(target=kill_and_restart)
+    statuses: list[int] = []
+    client = redis_app.test_client()
+    with caplog.at_level(logging.INFO, logger=REQUESTS):
+        chaos.start()
+        try:
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                for send in requests:
+                    statuses.append(send(client).status_code)
+        finally:
+            stop.set()
+            chaos.join()
+    logged = [r.status for r in caplog.records if r.name == REQUESTS]
+    assert 500 not in statuses
+    assert 503 in statuses and {200, 202} & set(statuses)  # both sides of the outage were hit
+    assert logged == statuses  # every answer has its request log line
 
 
 def make_read_only(server: RedisServer) -> None:
