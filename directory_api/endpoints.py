@@ -7,8 +7,9 @@ it answers, and that one declaration both does the work and documents it (openap
 
 For each request, in order: 401 for an anonymous caller of a protected endpoint; the
 location a `slug` path parameter names, loaded once (404), which the view receives as
-`location`; 403 without the declared access; the rate limits; `Idempotency-Key`; the query
-string (`query`, 422) and the body (`body`: 415, 400, 422). The view gets the loaded query
+`location`; 403 without the declared access; `Idempotency-Key` (a repeat answered from its
+record); the rate limits; the query string (`query`, 422) and the body (`body`: 415, 400,
+422). The view gets the loaded query
 and body as positional arguments, in that order, and the path parameters by name. What it
 returns is dumped with `response` at `status`: an object, a `Page` (a paged list), an
 `Answer` (extra headers, or a narrower schema for the public), None (204 No Content), or a
@@ -163,10 +164,12 @@ def endpoint(
             return answer(declaration, view(*loaded, **path))
 
         guarded = update_wrapper(run, view)  # the limiter keys its limits by the view's name
-        if declaration.idempotent:
-            guarded = honour_idempotency_key(guarded)
         for limit in reversed(declaration.limits):
             guarded = limit(guarded)
+        if declaration.idempotent:
+            # A repeat is answered from its record before any limit counts it: a client
+            # retrying a lost answer spends nothing, and gets it even past its allowance.
+            guarded = honour_idempotency_key(guarded)
 
         @wraps(view)
         def wrapper(**path: Any) -> Any:

@@ -165,6 +165,23 @@ def test_a_key_just_under_24_hours_old_still_answers(client, world):
     assert count(Vote) == 1
 
 
+def test_a_repeat_is_answered_before_the_rate_limit_counts(app_factory, world):
+    app = app_factory(RATELIMIT_VOTES_PER_IP="2/hour")
+    client = app.test_client()
+    first = submit(client, "employer")
+    assert submit(client, "employer", key="another-key-1").status_code == 201
+    assert submit(client, "employer", key="a-third-key-1").status_code == 429  # spent
+
+    again = submit(client, "employer")  # the lost answer, asked for again
+    assert again.status_code == 201
+    assert again.get_json() == first.get_json()
+    assert "X-RateLimit-Remaining" not in again.headers  # it counted nothing
+    assert count(Vote) == 2
+    assert submit(client, "employer", key="a-fourth-key").status_code == 429
+    changed = submit(client, "employer", body_for("employer", voteBody="Another opinion."))
+    assert changed.status_code == 422  # still its key's answer to another body
+
+
 def test_without_a_key_every_submission_is_stored(client, world):
     for _ in range(2):
         assert submit(client, "employer", key=None).status_code == 201
