@@ -216,6 +216,9 @@ class Config:
         "SESSION_COOKIE_SAMESITE", "Lax", ("Lax", "Strict", "None")
     )
     SESSION_COOKIE_SECURE = SECURE_COOKIES is True
+    # Strict-Transport-Security on answers over https (0: none); production sends a year.
+    HSTS_MAX_AGE = env_int("HSTS_MAX_AGE", 0)
+    HSTS_INCLUDE_SUBDOMAINS = env_bool("HSTS_INCLUDE_SUBDOMAINS", False)
 
     # Rate limits (Flask-Limiter): memory by default, Redis when configured.
     RATELIMIT_ENABLED = env_bool("RATELIMIT_ENABLED", True)
@@ -233,6 +236,10 @@ class Config:
     RATELIMIT_LOGIN_PER_EMAIL = env_rate_limit("RATELIMIT_LOGIN_PER_EMAIL", "5/minute")
     RATELIMIT_RESET_PER_IP = env_rate_limit("RATELIMIT_RESET_PER_IP", "5/hour")
     RATELIMIT_RESET_PER_EMAIL = env_rate_limit("RATELIMIT_RESET_PER_EMAIL", "5/hour")
+    # Each e-mail change mails a new address: one account cannot turn it into a mail cannon.
+    RATELIMIT_EMAIL_UPDATE_PER_ACCOUNT = env_rate_limit(
+        "RATELIMIT_EMAIL_UPDATE_PER_ACCOUNT", "5/hour"
+    )
     RATELIMIT_TOKENS_PER_IP = env_rate_limit("RATELIMIT_TOKENS_PER_IP", "20/hour")
     RATELIMIT_VOTES_PER_IP = env_rate_limit("RATELIMIT_VOTES_PER_IP", "10/hour")
 
@@ -315,6 +322,12 @@ class ProductionConfig(Config):
     ALLOW_FILE_SESSIONS = env_bool("ALLOW_FILE_SESSIONS", False)
     ALLOW_MEMORY_RATELIMITS = env_bool("ALLOW_MEMORY_RATELIMITS", False)
     SESSION_COOKIE_SECURE = SECURE_COOKIES is not False
+    # A __Host- cookie is the host's alone: Secure, for every path, no Domain, so a sibling
+    # subdomain (or a man in the middle over http) cannot set or shadow it.
+    SESSION_COOKIE_NAME = env(
+        "SESSION_COOKIE_NAME", "__Host-session" if SESSION_COOKIE_SECURE else "session"
+    )
+    HSTS_MAX_AGE = env_int("HSTS_MAX_AGE", 365 * 24 * 3600)
     JSON_LOG = JSON_LOGS is not False
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from flask import Flask, Response, current_app, request
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
+from flask_login import current_user
 
 from .email_addresses import normalize_email
 from .extensions import limiter
@@ -31,10 +32,18 @@ def email_in_body() -> str:
     return "ip:" + get_remote_address()
 
 
+def signed_in_account() -> str:
+    """Key: the signed-in account (its id, which a password change does not renew)."""
+    return f"user:{current_user.id}"
+
+
 login_per_ip = limiter.limit(configured("RATELIMIT_LOGIN_PER_IP"))
 login_per_email = limiter.limit(configured("RATELIMIT_LOGIN_PER_EMAIL"), key_func=email_in_body)
 reset_per_ip = limiter.limit(configured("RATELIMIT_RESET_PER_IP"))
 reset_per_email = limiter.limit(configured("RATELIMIT_RESET_PER_EMAIL"), key_func=email_in_body)
+email_update_per_account = limiter.limit(
+    configured("RATELIMIT_EMAIL_UPDATE_PER_ACCOUNT"), key_func=signed_in_account
+)
 # Registration and every endpoint that takes a token share one allowance per IP.
 token_endpoints = limiter.shared_limit(configured("RATELIMIT_TOKENS_PER_IP"), scope="tokens")
 # Every type of public vote submission shares one allowance per client IP.

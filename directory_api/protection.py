@@ -25,12 +25,30 @@ def assign_request_id() -> None:
     g.request_id = given if REQUEST_ID.match(given) else uuid.uuid4().hex
 
 
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def scheme_host_port(url: str) -> tuple[str, str, int] | None:
+    """What makes an origin (RFC 6454): scheme, host and port (the scheme's default port
+    when none is written); None for what is not an http(s) origin."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        return None
+    return parts.scheme, parts.hostname, port or DEFAULT_PORTS[parts.scheme]
+
+
 def origin_allowed(origin: str) -> bool:
     if origin.rstrip("/") in current_app.config["CORS_ORIGINS"]:
         return True
-    parts = urlsplit(origin)
-    # The service's own origin. The browser sets Host, so a foreign page cannot forge it.
-    return parts.scheme in ("http", "https") and parts.netloc == request.host
+    # The service's own origin, scheme and port included: a page over http (or on another
+    # port) of the same host is another origin. The browser sets Host, so a foreign page
+    # cannot forge it; behind a proxy the scheme is its X-Forwarded-Proto (PROXY_FIX_X_PROTO).
+    own = scheme_host_port(request.host_url)
+    return own is not None and scheme_host_port(origin) == own
 
 
 def refuse_cross_site() -> None:
@@ -107,6 +125,10 @@ def add_security_headers(response: Response) -> Response:
     headers["X-Content-Type-Options"] = "nosniff"
     headers["Referrer-Policy"] = "no-referrer"
     headers["X-Frame-Options"] = "DENY"
+    max_age = current_app.config["HSTS_MAX_AGE"]
+    if max_age and request.is_secure:  # browsers ignore it over http (RFC 6797 8.1)
+        subdomains = "; includeSubDomains" if current_app.config["HSTS_INCLUDE_SUBDOMAINS"] else ""
+        headers["Strict-Transport-Security"] = f"max-age={max_age}{subdomains}"
     # Nothing answered is a page to render, but the documentation, which sets its own.
     headers.setdefault("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
     return response

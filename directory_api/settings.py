@@ -40,6 +40,7 @@ LOWEST: dict[str, Any] = {
     "SESSION_TOUCH_INTERVAL": 0,
     "PROXY_FIX_X_FOR": 0,
     "PROXY_FIX_X_PROTO": 0,
+    "HSTS_MAX_AGE": 0,
     "IMPORT_MAX_BYTES": 1024,  # a header row and a few rows at least
     "MAX_CONTENT_LENGTH": 1024,  # the largest vote, with its form encoding
     "MAIL_PORT": 1,
@@ -93,6 +94,7 @@ def setting_problems(app: Flask) -> list[str]:
     ]
     if config["SESSION_TYPE"] == "redis" and not config["REDIS_URL"]:
         problems.append("SESSION_TYPE=redis needs REDIS_URL")
+    problems += cookie_prefix_problems(config)
     problems += above_ceiling(config)
     if config["ARGON2_MEMORY_COST"] < 8 * config["ARGON2_PARALLELISM"]:
         problems.append("ARGON2_MEMORY_COST must be at least 8 × ARGON2_PARALLELISM (KiB)")
@@ -100,6 +102,23 @@ def setting_problems(app: Flask) -> list[str]:
         problems += [f"in production, {problem}" for problem in production_problems(config)]
         if app.debug:  # it would also show tracebacks to clients
             problems.append("in production, unset FLASK_DEBUG")
+    return problems
+
+
+def cookie_prefix_problems(config: Any) -> list[str]:
+    """A cookie name's prefix is a promise browsers hold it to: they drop the cookie
+    (nobody could sign in) unless it is Secure, and for __Host- also on path / with no
+    Domain."""
+    name = config["SESSION_COOKIE_NAME"]
+    if not name.startswith(("__Host-", "__Secure-")):
+        return []
+    problems = []
+    if not config["SESSION_COOKIE_SECURE"]:
+        problems.append(f"SESSION_COOKIE_NAME={name} needs SESSION_COOKIE_SECURE=true")
+    if name.startswith("__Host-") and (
+        config.get("SESSION_COOKIE_DOMAIN") or (config.get("SESSION_COOKIE_PATH") or "/") != "/"
+    ):
+        problems.append(f"SESSION_COOKIE_NAME={name} needs no cookie domain and the path /")
     return problems
 
 

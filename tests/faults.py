@@ -175,14 +175,16 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    def arguments(self) -> list[str]:
+        return ["--port", str(self.port)]
+
     def start(self) -> None:
         binary = shutil.which("redis-server")
         assert binary, "redis-server is not installed"
         self.process = subprocess.Popen(  # noqa: S603 (our own arguments)
             [
                 binary,
-                "--port",
-                str(self.port),
+                *self.arguments(),
                 "--bind",
                 "127.0.0.1",
                 "--save",
@@ -197,14 +199,18 @@ class RedisServer:
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as probe:
-                    probe.sendall(b"PING\r\n")
-                    if probe.recv(16).startswith(b"+PONG"):
-                        return
-            except OSError:
-                time.sleep(0.05)
+            if self.answers():
+                return
+            time.sleep(0.05)
         raise AssertionError(f"redis-server on {self.port} did not start")
+
+    def answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as probe:
+                probe.sendall(b"PING\r\n")
+                return probe.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
 
     def kill(self) -> None:
         if self.process is not None:
@@ -225,6 +231,55 @@ class RedisServer:
         if self.process is not None:
             self.thaw()
             self.kill()
+
+
+class SecureRedisServer(RedisServer):
+    """A redis-server as production should run one: TLS only (a self-signed certificate the
+    client is told to trust) and an ACL user of the service's own (the default user off)."""
+
+    USER, PASSWORD = "directory", "a-long-redis-password-for-tests"
+
+    def __init__(self, directory: str) -> None:
+        super().__init__(directory)
+        self.certificate = os.path.join(directory, "redis-cert.pem")
+        key = os.path.join(directory, "redis-key.pem")
+        subprocess.run(  # noqa: S603
+            [  # noqa: S607
+                "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                "-keyout", key, "-out", self.certificate, "-subj", "/CN=127.0.0.1",
+                "-addext", "subjectAltName=IP:127.0.0.1",
+            ],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+        self.key = key
+
+    def arguments(self) -> list[str]:
+        return [
+            "--port", "0", "--tls-port", str(self.port),
+            "--tls-cert-file", self.certificate, "--tls-key-file", self.key,
+            "--tls-ca-cert-file", self.certificate, "--tls-auth-clients", "no",
+            "--user", "default", "off",
+            "--user", self.USER, "on", f">{self.PASSWORD}", "~*", "+@all", "-@dangerous",
+        ]  # fmt: skip
+
+    def url_with(self, password: str) -> str:
+        return (
+            f"rediss://{self.USER}:{password}@127.0.0.1:{self.port}/0"
+            f"?ssl_ca_certs={self.certificate}"
+        )
+
+    @property
+    def url(self) -> str:
+        return self.url_with(self.PASSWORD)
+
+    def answers(self) -> bool:
+        import redis
+
+        try:
+            return bool(redis.Redis.from_url(self.url, socket_timeout=0.5).ping())
+        except redis.RedisError:
+            return False
 
 
 class SilentSMTP:

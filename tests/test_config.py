@@ -187,10 +187,16 @@ def test_session_max_days_is_read_from_the_environment(environment, days):
         ("AUDIT_RETENTION_DAYS", 10**6, "AUDIT_RETENTION_DAYS must be at most 36500"),
         ("SESSION_MAX_LIFETIME", timedelta(days=10**5), "SESSION_MAX_DAYS must be at most 3650"),
         ("ARGON2_PARALLELISM", 2, "ARGON2_MEMORY_COST must be at least 8 × ARGON2_PARALLELISM"),
+        ("HSTS_MAX_AGE", -1, "HSTS_MAX_AGE must be at least 0"),
+        ("SESSION_COOKIE_NAME", "__Host-session", "needs SESSION_COOKIE_SECURE=true"),
+        ("SESSION_COOKIE_NAME", "__Secure-session", "needs SESSION_COOKIE_SECURE=true"),
+        ("SESSION_COOKIE_DOMAIN", "example.org", "needs no cookie domain and the path /"),
     ],
 )
 def test_a_setting_that_cannot_work_stops_the_start_naming_it(tmp_path, setting, value, says):
     settings = {"SESSION_FILE_DIR": str(tmp_path), "REDIS_URL": None, setting: value}
+    if setting == "SESSION_COOKIE_DOMAIN":  # a __Host- cookie, secure, but with a domain
+        settings |= {"SESSION_COOKIE_NAME": "__Host-session", "SESSION_COOKIE_SECURE": True}
     with pytest.raises(SettingsError) as refused:
         create_app("testing", **settings)
     assert refused.value.format_message().startswith("Refusing to start: ")
@@ -231,6 +237,8 @@ def test_production_refuses_to_start_and_says_what_to_set(tmp_path, missing, say
 def test_production_starts_with_safe_settings(tmp_path):
     app = create_app("production", SESSION_FILE_DIR=str(tmp_path), **SAFE)
     assert app.config["SESSION_COOKIE_SECURE"] is True
+    assert app.config["SESSION_COOKIE_NAME"] == "__Host-session"
+    assert app.config["HSTS_MAX_AGE"] == 365 * 24 * 3600
 
 
 def test_local_state_in_production_only_when_explicitly_allowed(tmp_path):

@@ -28,7 +28,7 @@ from directory_api.timeouts import unbounded
 
 from .conftest import PG_URL, PROBLEM, Clock, queued_mail, send_outbox, signed_in, smtp_settings
 from .factories import PASSWORD, make_location, make_region, make_user
-from .faults import RedisServer, SilentSMTP, TcpProxy, tcp_proxy
+from .faults import RedisServer, SecureRedisServer, SilentSMTP, TcpProxy, tcp_proxy
 from .test_outbox import queue
 
 REQUESTS = "directory_api.requests"
@@ -355,7 +355,7 @@ def test_redis_killed_after_the_limit_was_counted_leaves_the_answer_without_its_
         response = client.post("/me/password-reset", json={"email": "ann@example.com"})
     assert response.status_code == 202, response.get_data(as_text=True)
     assert response.get_json() is not None
-    assert not any(name.startswith("X-RateLimit") for name in response.headers.keys())
+    assert not any(name.startswith("X-RateLimit") for name, _ in response.headers.items())
     assert [r.status for r in caplog.records if r.name == REQUESTS] == [202]
     redis_app.after_request_funcs[None].remove(killed_after_the_view)
 
@@ -411,6 +411,46 @@ def test_redis_killed_during_sign_ins_and_submissions_never_answers_500(
     assert 500 not in statuses
     assert 503 in statuses and {200, 202} & set(statuses)  # both sides of the outage were hit
     assert logged == statuses  # every answer has its request log line
+
+
+@pytest.fixture
+def secure_redis(tmp_path) -> Iterator[SecureRedisServer]:
+    server = SecureRedisServer(str(tmp_path))
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_sessions_and_limits_work_on_redis_over_tls_as_an_acl_user(app_factory, secure_redis):
+    app = app_factory(
+        SESSION_TYPE="redis",
+        REDIS_URL=secure_redis.url,
+        RATELIMIT_STORAGE_URI=secure_redis.url,
+        RATELIMIT_LOGIN_PER_IP="2/minute",
+    )
+    with app.app_context():
+        make_user("ann@example.com")
+        client = app.test_client()
+        assert login(client).status_code == 200
+        assert client.get("/me/").get_json()["email"] == "ann@example.com"
+        assert login(app.test_client()).status_code == 200
+        assert login(app.test_client()).status_code == 429  # counted in that Redis
+        assert app.test_client().get("/health/ready").get_json()["checks"]["redis"] == "ok"
+    stored = list(redis.Redis.from_url(secure_redis.url).scan_iter())
+    assert stored  # what was counted and kept is there, behind TLS and the ACL
+
+
+def test_a_wrong_redis_password_is_503_never_500(app_factory, secure_redis):
+    app = app_factory(
+        SESSION_TYPE="redis",
+        REDIS_URL=secure_redis.url_with("wrong"),
+        RATELIMIT_STORAGE_URI=secure_redis.url_with("wrong"),
+    )
+    with app.app_context():
+        make_user("ann@example.com")
+        assert_unavailable(*timed(login, app.test_client()), REDIS_BOUND)
+        ready = app.test_client().get("/health/ready")
+        assert ready.status_code == 503 and ready.get_json()["checks"]["redis"] == "down"
 
 
 def make_read_only(server: RedisServer) -> None:

@@ -288,6 +288,27 @@ def test_token_endpoints_share_a_limit(app_factory):
     assert "Retry-After" in third.headers
 
 
+def test_email_changes_are_limited_per_account_whatever_the_address(app_factory):
+    app = app_factory(RATELIMIT_EMAIL_UPDATE_PER_ACCOUNT="2/hour")
+    with app.app_context():
+        make_user("ann@example.com")
+        make_user("bob@example.com")
+    ann, bob = signed_in(app, "ann@example.com"), signed_in(app, "bob@example.com")
+    statuses = [
+        ann.post(
+            "/me/email-update",
+            json={"email": f"target{n}@example.com", "password": PASSWORD},
+            environ_base={"REMOTE_ADDR": f"10.0.0.{n}"},  # from other addresses, too
+        ).status_code
+        for n in range(3)
+    ]
+    assert statuses == [202, 202, 429]
+    with app.app_context():
+        assert queued_mail("target2@example.com") == []
+    other = bob.post("/me/email-update", json={"email": "b@example.com", "password": PASSWORD})
+    assert other.status_code == 202  # another account has its own allowance
+
+
 # Password update
 
 

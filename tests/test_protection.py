@@ -8,7 +8,7 @@ from config import SettingsError
 from directory_api.models import Region
 
 from .conftest import signed_in
-from .factories import make_location, make_user
+from .factories import PASSWORD, make_location, make_user
 
 FRONTEND = "https://admin.example.org"
 MULTIPART = '--x\r\nContent-Disposition: form-data; name="name"\r\n\r\nNorth\r\n--x--\r\n'
@@ -55,6 +55,71 @@ def test_same_origin_and_curl_requests_pass(super_client, app):
     assert response.status_code == 201
     # curl sends neither header.
     assert super_client.post("/regions/", json={"name": "East"}).status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("origin", "status"),
+    [
+        ("http://localhost", 201),
+        ("http://LOCALHOST:80", 201),  # the same origin, spelt out
+        ("https://localhost", 403),  # another scheme: another origin
+        ("http://localhost:8080", 403),  # another port
+        ("http://localhost:99999", 403),  # no port at all
+        ("ftp://localhost", 403),
+    ],
+)
+def test_the_own_origin_is_its_scheme_host_and_port(super_client, app, origin, status):
+    assert create_region(super_client, headers={"Origin": origin}).status_code == status
+
+
+def test_behind_a_tls_proxy_the_own_origin_is_https(app_factory):
+    app = app_factory(PROXY_FIX_X_PROTO=1)
+    with app.app_context():
+        make_user("super@example.com", is_super=True)
+    client = signed_in(app, "super@example.com")
+    proxied = {"X-Forwarded-Proto": "https"}
+    refused = create_region(client, headers={**proxied, "Origin": "http://localhost"})
+    assert refused.status_code == 403
+    accepted = create_region(client, headers={**proxied, "Origin": "https://localhost"})
+    assert accepted.status_code == 201
+
+
+def test_hsts_is_sent_over_https_only(app_factory):
+    app = app_factory(HSTS_MAX_AGE=600, PROXY_FIX_X_PROTO=1)
+    client = app.test_client()
+    assert "Strict-Transport-Security" not in client.get("/regions/").headers
+    over_tls = client.get("/regions/", headers={"X-Forwarded-Proto": "https"})
+    assert over_tls.headers["Strict-Transport-Security"] == "max-age=600"
+    direct = client.get("/regions/", base_url="https://localhost")
+    assert direct.headers["Strict-Transport-Security"] == "max-age=600"
+    missing = client.get("/nowhere", base_url="https://localhost")
+    assert missing.status_code == 404 and "Strict-Transport-Security" in missing.headers
+    wide = app_factory(HSTS_MAX_AGE=600, HSTS_INCLUDE_SUBDOMAINS=True)
+    answer = wide.test_client().get("/", base_url="https://localhost")
+    assert answer.headers["Strict-Transport-Security"] == "max-age=600; includeSubDomains"
+
+
+def test_without_hsts_max_age_no_header_is_sent(client):
+    assert "Strict-Transport-Security" not in client.get("/", base_url="https://localhost").headers
+
+
+def test_a_host_prefixed_cookie_signs_in_over_https(app_factory):
+    app = app_factory(SESSION_COOKIE_NAME="__Host-session", SESSION_COOKIE_SECURE=True)
+    with app.app_context():
+        make_user("ann@example.com")
+    client = app.test_client()
+    response = client.post(
+        "/auth/login",
+        json={"email": "ann@example.com", "password": PASSWORD},
+        base_url="https://localhost",
+    )
+    assert response.status_code == 200, response.get_json()
+    cookie = response.headers["Set-Cookie"]
+    assert cookie.startswith("__Host-session=")
+    assert "Secure" in cookie and "Path=/" in cookie and "Domain" not in cookie
+    me = client.get("/me/", base_url="https://localhost")
+    assert me.status_code == 200 and me.get_json()["email"] == "ann@example.com"
+    assert me.headers["Cache-Control"] == "no-store"  # known as signed in by that name
 
 
 def test_reads_from_any_origin_are_not_refused(client, app):

@@ -24,7 +24,13 @@ from ..credentials import (
 from ..endpoints import Access, endpoint
 from ..errors import abort, invalid
 from ..extensions import db
-from ..limits import login_per_ip, reset_per_email, reset_per_ip, token_endpoints
+from ..limits import (
+    email_update_per_account,
+    login_per_ip,
+    reset_per_email,
+    reset_per_ip,
+    token_endpoints,
+)
 from ..models import Location, Membership, TokenPurpose, User, UserStatus
 from ..outbox import queue_mail
 from ..schemas.common import DetailOut
@@ -161,7 +167,7 @@ def update_password(data):
     status=202,
     access=Access.LOGIN,
     conflicts=True,
-    limits=(login_per_ip,),
+    limits=(login_per_ip, email_update_per_account),
 )
 def start_email_update(data):
     """Ask to change your e-mail address; the new address must confirm it."""
