@@ -7,10 +7,11 @@
 - `before_commit` writes the entries, in the transaction of the change they record: a
   write that fails leaves no entry, and an entry that fails leaves no write. A rollback
   forgets them.
-- Roles are entries of their own (`owner.grant`, `admin.remove`, `super.accept` …), from
-  the rows that hold them: memberships, the super flag, offers. An invitation that creates
-  an account is recorded as its grant. Accepting an offer is an entry even when it
-  changes nothing.
+- Roles are entries of their own (`owner.grant`, `admin.remove`, `super.accept`,
+  `owner.withdraw` …), from the rows that hold them: memberships, the super flag, offers
+  (an offer deleted through the session is withdrawn). An invitation that creates an
+  account is recorded as its grant. Accepting an offer is an entry even when it changes
+  nothing.
 - Sign-in, failed sign-in and sign-out change no audited field: the views say so with
   `record` (and a failed sign-in commits its entry before answering 401).
 
@@ -321,6 +322,9 @@ def _roles(transaction: Transaction, actor: User, obj: Any, state: str) -> None:
             # Accepted: an entry even when the user held the role already.
             transaction.accepted.add((obj.user_id, role, obj.location_id))
             _role_entry(transaction, actor, obj.user_id, role, location, "accept", {})
+        elif state == "deleted":  # withdrawn (replaced and spent offers go in bulk)
+            withdrawn = {"pending": [role, None]}
+            _role_entry(transaction, actor, obj.user_id, role, location, "withdraw", withdrawn)
     elif isinstance(obj, Membership):
         location = obj.location if obj.location is not None else _get(Location, obj.location_id)
         if state == "deleted":

@@ -6,7 +6,8 @@ invitations and role offers, sign-in.
   only as a SHA-256 hash, single-use and expiring; so are the tokens of pending role grants,
   which live in their own table.
 - A role goes to an unknown address as an invitation; an existing account gets an offer it
-  accepts once signed in (API.md 9).
+  accepts once signed in (API.md 9), which works only while its maker could still make
+  it, and which whoever may make it can list and withdraw (API.md 18).
 - Signing in starts a fresh session; setting a password ends every other one.
 """
 
@@ -22,7 +23,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from flask import Flask, current_app, session
 from flask_login import login_user
-from sqlalchemy import delete, select
+from sqlalchemy import ColumnElement, Select, and_, delete, select
 
 from .email_addresses import normalize_email
 from .errors import abort
@@ -137,20 +138,19 @@ def presented_hash(token: str) -> str | None:
     return hash_token(token) if token and len(token) <= 200 else None
 
 
+def unspent(model: type[Redeemable]) -> ColumnElement[bool]:
+    """Neither used nor expired."""
+    return and_(model.used_at.is_(None), model.expires_at > utcnow())
+
+
 def _redeem(model: type[Redeemable], token: str, *criteria: Any) -> Redeemable | None:
-    """The live row of `model` matching `token` and `criteria`, marked used; else None."""
+    """The row of `model` matching `token` and `criteria` (which say what makes it live),
+    marked used; else None."""
     token_hash = presented_hash(token)
     if token_hash is None:
         return None
     found = db.session.scalar(
-        select(model)
-        .where(
-            model.token_hash == token_hash,
-            model.used_at.is_(None),
-            model.expires_at > utcnow(),
-            *criteria,
-        )
-        .with_for_update()
+        select(model).where(model.token_hash == token_hash, *criteria).with_for_update()
     )
     if found is None or not hmac.compare_digest(found.token_hash, token_hash):
         return None
@@ -160,12 +160,21 @@ def _redeem(model: type[Redeemable], token: str, *criteria: Any) -> Redeemable |
 
 def redeem_token(token: str, purpose: TokenPurpose) -> Token | None:
     """The live token matching `token`, marked used; None for unknown, used or expired ones."""
-    return _redeem(Token, token, Token.purpose == purpose)
+    return _redeem(Token, token, unspent(Token), Token.purpose == purpose)
 
 
-def issue_grant(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> str:
-    """A pending grant of `role` (at a location; none for a super) for `user`, replacing an
-    unused one for the same role and place; returns the only copy of its token."""
+def live_offer() -> ColumnElement[bool]:
+    """Whether a pending grant still works: unused, unexpired, and its maker still holds the
+    right to make it. The one rule that accepting, listing and withdrawing offers read."""
+    return and_(unspent(RoleGrant), RoleGrant.maker_entitled())
+
+
+def issue_grant(
+    user: User, role: GrantedRole, location_id: uuid.UUID | None, offered_by: User
+) -> str:
+    """A pending grant of `role` (at a location; none for a super) for `user`, made by
+    `offered_by`, replacing an unused one for the same role and place; returns the only
+    copy of its token."""
     db.session.execute(
         delete(RoleGrant).where(
             RoleGrant.user_id == user.id,
@@ -180,6 +189,7 @@ def issue_grant(user: User, role: GrantedRole, location_id: uuid.UUID | None) ->
             location_id=location_id,
             role=role,
             expires_at=utcnow() + GRANT_LIFETIME,
+            offered_by=offered_by.id,
         )
     )
 
@@ -187,7 +197,29 @@ def issue_grant(user: User, role: GrantedRole, location_id: uuid.UUID | None) ->
 def redeem_grant(token: str, user: User) -> RoleGrant | None:
     """The live grant for `user` matching `token`, marked used. Another user's token is
     None and stays usable by its own user."""
-    return _redeem(RoleGrant, token, RoleGrant.user_id == user.id)
+    return _redeem(RoleGrant, token, live_offer(), RoleGrant.user_id == user.id)
+
+
+def live_offers(role: GrantedRole, location_id: uuid.UUID | None) -> Select:
+    """The live offers of `role` at a location (none for a super)."""
+    return select(RoleGrant).where(
+        RoleGrant.role == role,
+        RoleGrant.location_id == location_id,  # IS NULL for a super grant
+        live_offer(),
+    )
+
+
+def withdraw_offer(role: GrantedRole, location_id: uuid.UUID | None, user_id: uuid.UUID) -> bool:
+    """Delete the live offer of `role` at a location (none for a super) to the user
+    `user_id`, so its token no longer works (audited as `<role>.withdraw`); False when
+    there is none."""
+    offer = db.session.scalar(
+        live_offers(role, location_id).where(RoleGrant.user_id == user_id).with_for_update()
+    )
+    if offer is None:
+        return False
+    db.session.delete(offer)
+    return True
 
 
 # Accounts: invitations, role offers and roles
@@ -240,14 +272,15 @@ def give_role(user: User, role: GrantedRole, location_id: uuid.UUID | None) -> N
 
 
 def invite(
-    email: str, name: str | None, role: GrantedRole, location: Location | None = None
+    email: str, name: str | None, role: GrantedRole, location: Location | None, by: User
 ) -> Invitation:
-    """Offer `role` (at `location`; none for a super) to `email`.
+    """`by` offers `role` (at `location`; none for a super) to `email`.
 
     An unknown address becomes an invited user who holds the role at once and gets an
     invitation mail. An account that exists is never pulled in without consent (API.md 9):
-    it gets a pending grant and a mail with the link that accepts it once signed in (a
-    still-invited account registers through its invitation first). The one exception is a
+    it gets a pending grant, which works while `by` could still make it, and a mail with
+    the link that accepts it once signed in (a still-invited account registers through its
+    invitation first). The one exception is a
     still-invited account invited again to a role it already holds: that resends its
     invitation (a fresh link). An account that existed keeps its name, and the inviter is
     shown only its id, e-mail and status.
@@ -268,7 +301,7 @@ def invite(
     )
     pending = existed and not renewal
     if pending:
-        token = issue_grant(user, role, location_id)
+        token = issue_grant(user, role, location_id, by)
         queue_mail(user.email, "role_offer", user=user, role=text, token=token)
     else:
         give_role(user, role, location_id)

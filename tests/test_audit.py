@@ -284,6 +284,29 @@ def test_an_offer_is_granted_then_accepted_by_its_user(app, clients, world, left
     assert entry["changes"] == {"role": [None, "admin"]}
 
 
+@pytest.mark.parametrize(
+    ("maker", "withdrawer", "base", "role", "location"),
+    [
+        ("owner", "super", "/locations/harbour/admins", "admin", "harbour"),
+        ("super", "super", "/locations/harbour/owners", "owner", "harbour"),
+        ("super", "super", "/supers", "super", None),
+    ],
+)
+def test_withdrawing_an_offer_is_recorded_by_who_withdrew_it(
+    clients, world, left_by, maker, withdrawer, base, role, location
+):
+    plain = world["plain"]
+    assert clients[maker].post(f"{base}/", json={"email": plain.email}).status_code == 201
+    withdrawn = clients[withdrawer].delete(f"{base}/pending/id/{plain.id}")
+    assert withdrawn.status_code == 204
+    [entry] = left_by(withdrawn)
+    assert (entry["action"], entry["actor"]) == (f"{role}.withdraw", actor(world[withdrawer]))
+    assert entry["target"] == {"type": "user", "id": str(plain.id), "slug": None}
+    assert entry["location"] == location
+    assert entry["changes"] == {"pending": [role, None]}
+    assert left_by(clients[withdrawer].delete(f"{base}/pending/id/{plain.id}")) == []
+
+
 def test_removing_roles_and_super_rights(clients, world, left_by):
     removed = clients["owner"].delete(f"/locations/harbour/admins/id/{world['admin'].id}")
     assert removed.status_code == 204

@@ -1,14 +1,26 @@
 """/locations/:slug/owners and …/admins: supers manage owners, owners (and supers) admins."""
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from directory_api import credentials
+from directory_api.credentials import hash_token
 from directory_api.extensions import db
-from directory_api.models import Membership, Role, User
+from directory_api.models import GrantedRole, Membership, Role, RoleGrant, User
 
-from .conftest import PROBLEM, invite, link_in, queued_mail, register, send_outbox, signed_in
-from .factories import grant, make_location, make_user, make_vote
+from .conftest import (
+    PROBLEM,
+    Clock,
+    invite,
+    link_in,
+    queued_mail,
+    register,
+    send_outbox,
+    signed_in,
+)
+from .factories import grant, make_location, make_user, make_vote, save
 
 FRONTEND = "http://localhost:3000"
 NEW_PASSWORD = "a long passphrase"
@@ -457,6 +469,239 @@ def test_invite_validation_is_422_naming_the_field(clients, role, body, field):
     assert field in response.get_json()["errors"]
     assert user_by_email("new@example.com") is None
     assert queued_mail() == []
+
+
+# --- pending offers (API.md 18) -------------------------------------------------------------
+# Inviting an existing account offers it the role (a pending offer, API.md 9); whoever may
+# make an offer lists and withdraws them, and an offer works only while its maker could
+# still make it.
+
+INVITER = {"owner": "super", "admin": "owner"}  # who makes each offer in these tests
+
+
+def offer(client, role: str, email: str, slug: str = "harbour") -> str:
+    """Offer `role` at `slug` to the account `email`; the token of the mailed link."""
+    response = client.post(f"/locations/{slug}/{role}s/", json={"email": email})
+    assert response.status_code == 201, response.get_json()
+    assert "/roles/accept/" in queued_mail(email)[-1].body
+    return link_in(queued_mail(email)[-1].body, "/roles/accept/")
+
+
+def pending(client, role: str, slug: str = "harbour", **query) -> list[dict]:
+    response = client.get(f"/locations/{slug}/{role}s/pending/", query_string=query)
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()["items"]
+
+
+def pending_emails(client, role: str, slug: str = "harbour") -> list[str]:
+    return [item["email"] for item in pending(client, role, slug)]
+
+
+def withdraw(client, role: str, user_id, slug: str = "harbour"):
+    return client.delete(f"/locations/{slug}/{role}s/pending/id/{user_id}")
+
+
+def accept(app, email: str, token: str):
+    return signed_in(app, email).post(f"/me/roles/accept/{token}")
+
+
+def accept_latest(app, email: str):
+    """Accept the offer of the latest mail to `email`."""
+    return accept(app, email, link_in(queued_mail(email)[-1].body, "/roles/accept/"))
+
+
+def instant(text: str) -> datetime:
+    assert text.endswith("Z"), text
+    return datetime.fromisoformat(text)
+
+
+@pytest.mark.parametrize(("role", "caller"), ALLOWED)
+def test_pending_lists_live_offers_with_when_they_were_made_and_expire(
+    app, world, clients, role, caller
+):
+    client = clients[caller]
+    ann = make_user("ann@example.com")
+    make_user("bob@example.com")
+    make_user("cal@example.com")
+    before = datetime.now(UTC)
+    offer(client, role, "ann@example.com")
+    used = offer(client, role, "bob@example.com")
+    assert accept(app, "bob@example.com", used).status_code == 200
+    offer(client, role, "cal@example.com")
+    offer(client, role, "cal@example.com")  # replaces the first: one offer
+    offer(clients["super"], role, "ann@example.com", slug="bay")  # another place
+    other = "admin" if role == "owner" else "owner"
+    offer(clients["super"], other, "plain@example.com")  # another role
+    client.post(f"/locations/harbour/{role}s/", json={"email": "new@example.com"})  # a role
+
+    items = pending(client, role)
+    assert [item["email"] for item in items] == ["ann@example.com", "cal@example.com"]
+    assert set(items[0]) == {"id", "email", "offeredAt", "expiresAt"}
+    assert items[0]["id"] == str(ann.id)
+    offered_at, expires_at = instant(items[0]["offeredAt"]), instant(items[0]["expiresAt"])
+    assert before - timedelta(seconds=1) <= offered_at <= datetime.now(UTC)
+    assert abs(expires_at - offered_at - timedelta(days=7)) < timedelta(seconds=1)
+    assert pending_emails(clients["super"], role, "bay") == ["ann@example.com"]
+
+
+def test_pending_is_a_list_like_the_others(app, world, clients):
+    """Paged and sorted by email by default, `offeredAt` and `expiresAt` too (API.md 1)."""
+    client = clients["owner"]
+    for name in ("zed", "amy", "max"):
+        make_user(f"{name}@example.com")
+        offer(client, "admin", f"{name}@example.com")
+    response = client.get("/locations/harbour/admins/pending/?perPage=2")
+    body = response.get_json()
+    assert [item["email"] for item in body["items"]] == ["amy@example.com", "max@example.com"]
+    assert (body["page"], body["perPage"], body["total"]) == (1, 2, 3)
+    assert 'rel="next"' in response.headers["Link"]
+    second = client.get("/locations/harbour/admins/pending/?perPage=2&page=2").get_json()
+    assert [item["email"] for item in second["items"]] == ["zed@example.com"]
+    newest_first = [item["email"] for item in pending(client, "admin", sort="-offeredAt")]
+    assert newest_first == ["max@example.com", "amy@example.com", "zed@example.com"]
+    assert pending(client, "admin", sort="expiresAt")[0]["email"] == "zed@example.com"
+    for query in ("sort=password", "perPage=0", "role=admin"):
+        refused = client.get(f"/locations/harbour/admins/pending/?{query}")
+        assert refused.status_code == 422, query
+        assert refused.mimetype == PROBLEM
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_an_expired_offer_is_neither_listed_nor_accepted(app, world, clients, role, monkeypatch):
+    make_user("ann@example.com")
+    token = offer(clients[INVITER[role]], role, "ann@example.com")
+    clock = Clock()
+    clock.advance(days=7, seconds=1)
+    monkeypatch.setattr(credentials, "utcnow", clock)
+    assert pending_emails(clients["super"], role) == []
+    assert withdraw(clients["super"], role, user_by_email("ann@example.com").id).status_code == 404
+    assert accept(app, "ann@example.com", token).status_code == 404
+
+
+@pytest.mark.parametrize(("role", "caller"), ALLOWED)
+def test_a_withdrawn_offer_no_longer_works(app, world, clients, role, caller):
+    ann = make_user("ann@example.com")
+    client = clients[caller]
+    token = offer(client, role, "ann@example.com")
+    elsewhere = offer(clients["super"], role, "ann@example.com", slug="bay")
+
+    response = withdraw(client, role, ann.id)
+    assert response.status_code == 204
+    assert response.data == b""
+    assert pending_emails(client, role) == []
+    refused = accept(app, "ann@example.com", token)
+    assert refused.status_code == 404
+    assert refused.mimetype == PROBLEM
+    assert role_at(ann.id, world["harbour"]) is None
+    again = withdraw(client, role, ann.id)
+    assert again.status_code == 404
+    assert again.mimetype == PROBLEM
+    # The offer of another place is another offer.
+    assert pending_emails(clients["super"], role, "bay") == ["ann@example.com"]
+    assert accept(app, "ann@example.com", elsewhere).status_code == 200
+    assert role_at(ann.id, world["bay"]) == role
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_withdrawing_what_is_no_live_offer_is_404(app, world, clients, role):
+    client = clients["super"]
+    ann = make_user("ann@example.com")
+    accepted = offer(client, role, "ann@example.com")
+    assert accept(app, "ann@example.com", accepted).status_code == 200
+    for user_id in (ann.id, world["plain"].id, uuid.uuid4(), "not-a-uuid"):
+        response = withdraw(client, role, user_id)
+        assert response.status_code == 404, user_id
+        assert response.mimetype == PROBLEM
+    assert role_at(ann.id, world["harbour"]) == role  # an accepted offer is a role now
+    assert withdraw(client, role, world["plain"].id, slug="nowhere").status_code == 404
+
+
+def remove_owner(app, clients, owner: User) -> None:
+    assert clients["super"].delete(f"/locations/harbour/owners/id/{owner.id}").status_code == 204
+
+
+def demote_to_admin(app, clients, owner: User) -> None:
+    """Harbour's owner becomes one of its admins (owner includes admin: removed, then
+    offered the admin role, which they accept)."""
+    remove_owner(app, clients, owner)
+    offer(clients["super"], "admin", owner.email)
+    assert accept_latest(app, owner.email).status_code == 200
+
+
+@pytest.mark.parametrize("loses_ownership", [remove_owner, demote_to_admin])
+def test_an_owners_admin_offer_is_void_once_they_are_no_longer_an_owner_there(
+    app, world, clients, loses_ownership
+):
+    ann = make_user("ann@example.com")
+    token = offer(clients["owner"], "admin", "ann@example.com")
+    assert pending_emails(clients["super"], "admin") == ["ann@example.com"]
+
+    loses_ownership(app, clients, world["owner"])
+    assert pending_emails(clients["super"], "admin") == []
+    assert withdraw(clients["super"], "admin", ann.id).status_code == 404
+    refused = accept(app, "ann@example.com", token)
+    assert refused.status_code == 404
+    assert refused.mimetype == PROBLEM
+    assert role_at(ann.id, world["harbour"]) is None
+    # Someone who may offer it now can, and that offer works.
+    fresh = offer(clients["super"], "admin", "ann@example.com")
+    assert accept(app, "ann@example.com", fresh).status_code == 200
+    assert role_at(ann.id, world["harbour"]) == "admin"
+
+
+def test_offers_keep_working_while_their_maker_may_still_make_them(app, world, clients):
+    """Another owner leaving, an owner who is also a super leaving, a super's offer at a
+    location whose owner leaves: none of it voids an offer."""
+    member("olive@example.com", world["harbour"], "owner")
+    olive_client = signed_in(app, "olive@example.com")
+    for name in "abc":
+        make_user(f"{name}@example.com")
+    by_olive = offer(olive_client, "admin", "a@example.com")
+    by_owner = offer(clients["owner"], "admin", "b@example.com")
+    by_super = offer(clients["super"], "owner", "c@example.com")
+    # The first owner becomes a super, then leaves harbour; olive stays.
+    assert clients["super"].post("/supers/", json={"email": "owner@example.com"}).status_code == 201
+    assert accept_latest(app, "owner@example.com").status_code == 200
+    remove_owner(app, clients, world["owner"])
+
+    assert pending_emails(olive_client, "admin") == ["a@example.com", "b@example.com"]
+    assert pending_emails(clients["super"], "owner") == ["c@example.com"]
+    for email, token in (
+        ("a@example.com", by_olive),
+        ("b@example.com", by_owner),
+        ("c@example.com", by_super),
+    ):
+        assert accept(app, email, token).status_code == 200, email
+    held = [role_at(user_by_email(f"{n}@example.com").id, world["harbour"]) for n in "abc"]
+    assert held == ["admin", "admin", "owner"]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_an_offer_made_before_makers_were_recorded_works_until_it_expires(
+    app, world, clients, role
+):
+    """Offers stored before migration 0014 name no maker: they stay valid, at most 7 days."""
+    ann, bob = make_user("ann@example.com"), make_user("bob@example.com")
+    harbour = world["harbour"]
+    now = datetime.now(UTC)
+    for user, token, expires_at in (
+        (ann, "a" * 43, now + timedelta(days=6)),
+        (bob, "b" * 43, now - timedelta(seconds=1)),
+    ):
+        save(
+            RoleGrant(
+                user_id=user.id,
+                location_id=harbour.id,
+                role=GrantedRole(role),
+                token_hash=hash_token(token),
+                expires_at=expires_at,
+                created_at=expires_at - timedelta(days=7),
+            )
+        )
+    assert pending_emails(clients["super"], role) == ["ann@example.com"]
+    assert accept(app, "bob@example.com", "b" * 43).status_code == 404
+    assert accept(app, "ann@example.com", "a" * 43).status_code == 200
+    assert role_at(ann.id, harbour) == role
 
 
 # --- edits ----------------------------------------------------------------------------------

@@ -100,6 +100,12 @@ def test_the_document_has_servers_a_license_and_points_to_the_docs(document):
         ("/locations/{slug}/votes/", "put", "access"),
         ("/me/", "get", "login"),
         ("/supers/", "get", "super"),
+        ("/supers/pending/", "get", "super"),
+        ("/supers/pending/id/{user_id}", "delete", "super"),
+        ("/locations/{slug}/owners/pending/", "get", "super"),
+        ("/locations/{slug}/owners/pending/id/{user_id}", "delete", "super"),
+        ("/locations/{slug}/admins/pending/", "get", "owner"),
+        ("/locations/{slug}/admins/pending/id/{user_id}", "delete", "owner"),
     ],
 )
 def test_roles_match_the_contract(document, path, method, role):
@@ -331,6 +337,25 @@ def test_invitations_document_both_answer_shapes(document, path):
     assert set(existing["properties"]) == set(existing["required"]) == {"id", "email", "status"}
     short = {"id": "6f1c3a52-1d1e-4b8e-9d43-3b1f0a4b2c10", "email": "a@b.org", "status": "active"}
     assert conforms(existing, short) and not conforms(existing, {**short, "name": "Ann"})
+
+
+@pytest.mark.parametrize(
+    "path", ["/supers/", "/locations/{slug}/owners/", "/locations/{slug}/admins/"]
+)
+def test_pending_offers_are_documented(document, path):
+    """A page of `{"id", "email", "offeredAt", "expiresAt"}`, all always there (API.md 18)."""
+    schemas = document["components"]["schemas"]
+    listed = document["paths"][f"{path}pending/"]["get"]
+    page = listed["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    items = schemas[page.rsplit("/", 1)[-1]]["properties"]["items"]["items"]["$ref"]
+    offer = schemas[items.rsplit("/", 1)[-1]]
+    fields = {"id", "email", "offeredAt", "expiresAt"}
+    assert set(offer["properties"]) == set(offer["required"]) == fields
+    assert offer["properties"]["expiresAt"]["format"] == "date-time"
+    (sort,) = [p for p in listed["parameters"] if p["name"] == "sort"]
+    assert conforms(sort["schema"], "-offeredAt,email") and not conforms(sort["schema"], "role")
+    withdrawn = document["paths"][f"{path}pending/id/{{user_id}}"]["delete"]
+    assert {"204", "401", "403", "404"} <= set(withdrawn["responses"])
 
 
 def test_accepting_a_role_offer_is_documented(document):

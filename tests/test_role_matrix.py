@@ -26,6 +26,9 @@ Reading API.md (section 2 "Roles", then each endpoint's section), where it neede
 - POST /me/roles/accept/:token (API.md 9) needs a sign-in, and the token is the offer to
   one user: "plain" (an active account with no role) is offered harbour's admin role by a
   super and accepts it (200); every other signed-in user, a super included, gets 404.
+- Pending offers (API.md 18) are listed and withdrawn by whoever may make them, as the
+  POST that makes them: supers for /supers/pending/ and …/owners/pending/, harbour's
+  owners (and supers) for …/admins/pending/. A super's offer to "plain" is withdrawn.
 """
 
 from dataclasses import dataclass
@@ -155,12 +158,25 @@ def reference_rows(plural: str, target: str, create: dict[str, str]) -> Rows:
     return rows
 
 
+def offer_rows(base: str, here: str, plural: str, makers: tuple[str, ...]) -> Rows:
+    """The pending offers of supers, or of harbour's owners or admins; `{offered}` is the
+    user a super offered that role to."""
+    needs = (f"{plural}_offer",)
+    return {
+        (f"{base}/pending/", "GET"): Case(f"{here}/pending/", only(200, makers), needs=needs),
+        (f"{base}/pending/id/<uuid:user_id>", "DELETE"): Case(
+            f"{here}/pending/id/{{offered}}", only(204, makers), needs=needs
+        ),
+    }
+
+
 def member_rows(plural: str, managers: tuple[str, ...]) -> Rows:
     """Owners and admins of harbour; `{target}` holds that role there."""
     base = f"/locations/<slug:slug>/{plural}"
     here = f"/locations/harbour/{plural}"
     needs = (f"target_{plural}",)
     return {
+        **offer_rows(base, here, plural, managers),
         (f"{base}/", "GET"): Case(f"{here}/", only(200, managers), needs=needs),
         (f"{base}/", "POST"): Case(
             f"{here}/", only(201, managers), body={"email": "new@example.com", "name": "New"}
@@ -266,6 +282,7 @@ TABLE: Rows = {
     ("/supers/id/<uuid:user_id>", "DELETE"): Case(
         "/supers/id/{target}", only(204, SUPER), needs=("target_super",)
     ),
+    **offer_rows("/supers", "/supers", "supers", SUPER),
     # Locations; harbour holds no listings or votes here, so a super may delete it
     ("/locations/", "GET"): Case("/locations/", everyone(200)),
     ("/locations/", "POST"): Case(
@@ -403,10 +420,14 @@ def email_change_token(app: Flask) -> str:
     return link_in(queued_mail(new_address)[0].body, "/email-update/")
 
 
-def role_offer_token(app: Flask) -> str:
-    """Harbour's admin role offered by a super to "plain", an active account."""
+OFFERED = {"supers": "/supers/", "owners": "/locations/harbour/owners/"}
+
+
+def role_offer_token(app: Flask, plural: str = "admins") -> str:
+    """A role offered by a super to "plain", an active account: harbour's admin role, or
+    harbour's owner role, or super rights."""
     response = signed_in(app, "super@example.com").post(
-        "/locations/harbour/admins/", json={"email": "plain@example.com"}
+        OFFERED.get(plural, f"/locations/harbour/{plural}/"), json={"email": "plain@example.com"}
     )
     assert response.status_code == 201, response.get_json()
     return link_in(queued_mail("plain@example.com")[-1].body, "/roles/accept/")
@@ -457,6 +478,10 @@ def build_world(app: Flask, world: dict, needs: tuple[str, ...]) -> dict[str, st
         values["email_token"] = email_change_token(app)
     if "offer" in needs:
         values["offer_token"] = role_offer_token(app)
+    for plural in ("supers", "owners", "admins"):
+        if f"{plural}_offer" in needs:
+            role_offer_token(app, plural)
+            values["offered"] = str(world["plain"].id)
     if "receipt" in needs:
         values["receipt_token"] = receipt_token(app)
     return values

@@ -1,6 +1,7 @@
 """/supers: only supers see, invite, edit and revoke supers; the last active one stays."""
 
 import uuid
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -262,6 +263,90 @@ def test_invite_validation_is_422_naming_the_field(super_client, app, body, fiel
     assert field in response.get_json()["errors"]
     assert User.query.count() == 1  # only the calling super
     assert queued_mail() == []
+
+
+# Pending offers of super rights (API.md 18): supers list and withdraw them, and an offer
+# works only while its maker is a super (owner and admin offers: test_members.py).
+
+
+def offer_super(client, email: str) -> str:
+    """Offer super rights to the account `email`; the token of the mailed link."""
+    assert client.post("/supers/", json={"email": email}).status_code == 201
+    return link_in(queued_mail(email)[-1].body, "/roles/accept/")
+
+
+def pending_supers(client) -> list[dict]:
+    response = client.get("/supers/pending/")
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()["items"]
+
+
+def member_offer(client, plural: str, email: str) -> str:
+    """Offer harbour's owner or admin role to the account `email`; the mailed token."""
+    response = client.post(f"/locations/harbour/{plural}/", json={"email": email})
+    assert response.status_code == 201, response.get_json()
+    return link_in(queued_mail(email)[-1].body, "/roles/accept/")
+
+
+def test_pending_super_offers_are_listed_and_withdrawn(super_client, app):
+    ann = make_user("ann@example.com")
+    make_user("bob@example.com")
+    token = offer_super(super_client, "ann@example.com")
+    accepted = offer_super(super_client, "bob@example.com")
+    assert signed_in(app, "bob@example.com").post(f"/me/roles/accept/{accepted}").status_code == 200
+    super_client.post("/supers/", json={"email": "new@example.com"})  # an invitation, no offer
+
+    [item] = pending_supers(super_client)
+    assert set(item) == {"id", "email", "offeredAt", "expiresAt"}
+    assert (item["id"], item["email"]) == (str(ann.id), "ann@example.com")
+    offered_at = datetime.fromisoformat(item["offeredAt"])
+    expires_at = datetime.fromisoformat(item["expiresAt"])
+    assert abs(expires_at - offered_at - timedelta(days=7)) < timedelta(seconds=1)
+
+    withdrawn = super_client.delete(f"/supers/pending/id/{ann.id}")
+    assert withdrawn.status_code == 204
+    assert withdrawn.data == b""
+    assert pending_supers(super_client) == []
+    refused = signed_in(app, "ann@example.com").post(f"/me/roles/accept/{token}")
+    assert refused.status_code == 404
+    assert refused.mimetype == PROBLEM
+    assert user_by_email("ann@example.com").is_super is False
+    again = super_client.delete(f"/supers/pending/id/{ann.id}")
+    assert again.status_code == 404
+    assert again.mimetype == PROBLEM
+
+
+def test_a_supers_offers_are_void_once_their_super_rights_are_revoked(
+    super_client, app, other_super
+):
+    """Super, owner and admin offers alike; other supers' offers keep working."""
+    make_location("harbour")
+    for name in ("ann", "bob", "cal", "dee"):
+        make_user(f"{name}@example.com")
+    other = signed_in(app, "other@example.com")
+    void = {
+        "ann@example.com": offer_super(other, "ann@example.com"),
+        "bob@example.com": member_offer(other, "owners", "bob@example.com"),
+        "cal@example.com": member_offer(other, "admins", "cal@example.com"),
+    }
+    kept = offer_super(super_client, "dee@example.com")
+    assert [item["email"] for item in pending_supers(super_client)] == [
+        "ann@example.com",
+        "dee@example.com",
+    ]
+
+    assert super_client.delete(f"/supers/id/{other_super.id}").status_code == 204
+    assert [item["email"] for item in pending_supers(super_client)] == ["dee@example.com"]
+    for role in ("owners", "admins"):
+        assert super_client.get(f"/locations/harbour/{role}/pending/").get_json()["items"] == []
+    for email, token in void.items():
+        refused = signed_in(app, email).post(f"/me/roles/accept/{token}")
+        assert refused.status_code == 404, email
+        assert refused.mimetype == PROBLEM
+    assert user_by_email("ann@example.com").is_super is False
+    assert signed_in(app, "bob@example.com").get("/me/").get_json()["roles"] == []
+    assert signed_in(app, "dee@example.com").post(f"/me/roles/accept/{kept}").status_code == 200
+    assert user_by_email("dee@example.com").is_super is True
 
 
 def test_update_changes_name_and_phone(super_client, app, other_super):

@@ -1,28 +1,50 @@
 """/locations/:slug/owners and /locations/:slug/admins: one piece of code, two roles.
 
 Supers manage owners; owners (and supers) manage admins. Each member is a user seen through
-their role at this location.
+their role at this location. Whoever may offer a role sees and withdraws its pending offers
+(`…/pending/`, shared with /supers: `offer_routes`).
 """
 
 import uuid
 from typing import Any
 
 from flask import Blueprint
+from flask_login import current_user
 from sqlalchemy import Select, select
 from sqlalchemy.orm import selectinload
 
 from ..access import check_may_edit_details
-from ..credentials import Invitation, drop_invitation_if_roleless, invite
-from ..endpoints import Access, Answer, endpoint
+from ..credentials import (
+    Invitation,
+    drop_invitation_if_roleless,
+    invite,
+    live_offers,
+    withdraw_offer,
+)
+from ..endpoints import Access, Answer, endpoint, schema_instance
 from ..errors import abort
 from ..extensions import db
-from ..models import GrantedRole, Location, Membership, Role, User
-from ..pagination import ListArgs, Page, paginate, sort_fields
-from ..schemas.users import ExistingUserOut, InviteIn, UserOut, UserUpdate
+from ..models import GrantedRole, Location, Membership, Role, RoleGrant, User
+from ..pagination import ListArgs, Page, encoded_by_id, paginate, sort_fields
+from ..schemas.users import ExistingUserOut, InviteIn, PendingOfferOut, UserOut, UserUpdate
+from ..sql import json_of, json_text
 from .changes import apply_changes, created
 
 UserArgs = ListArgs.sorted_by(sort_fields(User, "email"), default="email")
 WITH_ROLES = (selectinload(User.memberships),)
+OfferArgs = ListArgs.sorted_by(
+    {"email": User.email, "offeredAt": RoleGrant.created_at, "expiresAt": RoleGrant.expires_at},
+    default="email",
+)
+# A page of offers as its output, written by the database with each offered user's address
+# (sql.json_of): built once.
+_grants, _users = RoleGrant.__table__, User.__table__
+OFFERS_OUTPUT = encoded_by_id(
+    select(
+        json_text(json_of(schema_instance(PendingOfferOut), {**_grants.c, "email": _users.c.email}))
+    ).select_from(_grants.join(_users, _users.c.id == _grants.c.user_id)),
+    _grants.c.id,
+)
 
 
 class AtLocation:
@@ -54,6 +76,29 @@ def invitation_answer(invitation: Invitation, user: Any, endpoint_name: str) -> 
 def user_page(stmt: Select, args: dict[str, Any]) -> Page:
     """One page of users (owners, admins or supers), with their roles."""
     return paginate(stmt, args, options=WITH_ROLES)
+
+
+def offer_routes(bp: Blueprint, role: GrantedRole, access: Access) -> None:
+    """GET …/pending/ and DELETE …/pending/id/:id on `bp`: the live offers of `role` (at
+    the path's location; none for a super), for those with `access`, who may make them."""
+
+    def place(location: Location | None) -> uuid.UUID | None:
+        return location.id if location is not None else None
+
+    @bp.get("/pending/")
+    @endpoint(response=PendingOfferOut, query=OfferArgs, paged=True, access=access)
+    def list_pending(args, location: Location | None = None):
+        """List the offers of this role that still work: unused, unexpired, not void."""
+        stmt = live_offers(role, place(location)).join(User, User.id == RoleGrant.user_id)
+        return paginate(stmt, args, encoded=OFFERS_OUTPUT)
+
+    @bp.delete("/pending/id/<uuid:user_id>")
+    @endpoint(status=204, access=access)
+    def withdraw_pending(user_id: uuid.UUID, location: Location | None = None):
+        """Withdraw the offer of this role to a user: its link stops working."""
+        if not withdraw_offer(role, place(location), user_id):
+            abort(404, f"No pending {role.value} offer to this user here.")
+        db.session.commit()
 
 
 def members_blueprint(role: Role, managed_by: Access) -> Blueprint:
@@ -91,7 +136,9 @@ def members_blueprint(role: Role, managed_by: Access) -> Blueprint:
     @endpoint(InviteIn, (UserOut, ExistingUserOut), status=201, access=managed_by, conflicts=True)
     def invite_member(data, location: Location):
         """Offer the role to an address: a new user is invited, an existing one asked to accept."""
-        invitation = invite(data["email"], data.get("name"), GrantedRole(role), location)
+        invitation = invite(
+            data["email"], data.get("name"), GrantedRole(role), location, current_user
+        )
         return invitation_answer(invitation, AtLocation(invitation.user, location), "get_member")
 
     @bp.put("/id/<uuid:user_id>")
@@ -114,6 +161,7 @@ def members_blueprint(role: Role, managed_by: Access) -> Blueprint:
         drop_invitation_if_roleless(user)
         db.session.commit()
 
+    offer_routes(bp, GrantedRole(role), managed_by)
     return bp
 
 

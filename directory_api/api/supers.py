@@ -1,8 +1,9 @@
-"""/supers: the privileged users; only supers see or change them."""
+"""/supers: the privileged users; only supers see or change them, or offer super rights."""
 
 import uuid
 
 from flask import Blueprint
+from flask_login import current_user
 from sqlalchemy import select
 
 from ..access import check_may_edit_details
@@ -14,7 +15,7 @@ from ..models import GrantedRole, User, UserStatus
 from ..schemas.users import ExistingUserOut, InviteIn, UserOut, UserUpdate
 from .changes import apply_changes
 from .lookups import get_or_404
-from .members import UserArgs, invitation_answer, user_page
+from .members import UserArgs, invitation_answer, offer_routes, user_page
 
 bp = Blueprint("supers", __name__, url_prefix="/supers")
 
@@ -41,7 +42,7 @@ def get_super(user_id: uuid.UUID):
 @endpoint(InviteIn, (UserOut, ExistingUserOut), status=201, access=Access.SUPER, conflicts=True)
 def invite_super(data):
     """Offer super rights to an address: a new user is invited, an existing one asked."""
-    invitation = invite(data["email"], data.get("name"), GrantedRole.SUPER)
+    invitation = invite(data["email"], data.get("name"), GrantedRole.SUPER, None, current_user)
     return invitation_answer(invitation, invitation.user, "get_super")
 
 
@@ -72,3 +73,6 @@ def revoke_super(user_id: uuid.UUID):
     user.is_super = False
     drop_invitation_if_roleless(user)
     db.session.commit()
+
+
+offer_routes(bp, GrantedRole.SUPER, Access.SUPER)

@@ -52,7 +52,8 @@ class AuditEntryOut(PlannedDump):
         required=True,
         metadata={
             "description": "`<type>.create|update|delete`, `super|owner|admin.grant|"
-            "accept|remove`, `user.password_change|email_change`, `auth.login|login_failed|logout`."
+            "accept|withdraw|remove`, `user.password_change|email_change`, "
+            "`auth.login|login_failed|logout`."
         },
     )
     target = fields.Nested(AuditTarget, required=True)

@@ -55,6 +55,17 @@ class ExistingUserOut(PlannedDump):
     )
 
 
+class PendingOfferOut(PlannedDump):
+    """A live role offer (API.md 18), by the user it is offered to: no more than the
+    inviter knew, and when it was made and stops working. Written by the database
+    (api/members.py `OFFERS_OUTPUT`)."""
+
+    id = fields.UUID(required=True, attribute="user_id", metadata={"description": "The user's id."})
+    email = fields.String(required=True)
+    offered_at = Timestamp(required=True, data_key="offeredAt", attribute="created_at")
+    expires_at = Timestamp(required=True, data_key="expiresAt")
+
+
 class LoginIn(BaseSchema):
     # Not checked as an address: a malformed one fails like any wrong one (401).
     email = Text(required=True, max_length=EMAIL_LENGTH)
