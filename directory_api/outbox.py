@@ -26,7 +26,7 @@ from typing import Any
 import flask_mail
 from flask import current_app, render_template
 from flask_mail import Message
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from .extensions import db
 from .models import OutboxMessage, OutboxStatus, utcnow
@@ -47,9 +47,15 @@ def render_mail(template: str, **context: Any) -> tuple[str, str]:
 
 
 def queue_mail(
-    recipients: str | list[str], template: str, *, reply_to: str | None = None, **context: Any
+    recipients: str | list[str],
+    template: str,
+    *,
+    reply_to: str | None = None,
+    about: str | None = None,
+    **context: Any,
 ) -> OutboxMessage:
-    """Add a message to the session; it is sent once the caller's transaction commits."""
+    """Add a message to the session; it is sent once the caller's transaction commits.
+    `about` names what it belongs to, if that may be deleted with its messages."""
     subject, body = render_mail(template, **context)
     message = OutboxMessage(
         recipients=[recipients] if isinstance(recipients, str) else list(recipients),
@@ -60,9 +66,15 @@ def queue_mail(
         status=OutboxStatus.PENDING,
         attempts=0,
         next_attempt_at=utcnow(),
+        about=about,
     )
     db.session.add(message)
     return message
+
+
+def forget_messages_about(about: str) -> None:
+    """Delete every message `about` names, sent or not (what it was about is gone)."""
+    db.session.execute(delete(OutboxMessage).where(OutboxMessage.about == about))
 
 
 def backoff(attempts: int) -> timedelta:

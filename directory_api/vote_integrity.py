@@ -27,7 +27,7 @@ from .credentials import new_token, presented_hash
 from .errors import abort
 from .extensions import db
 from .models import Listing, Location, Vote, VoteType, utcnow
-from .outbox import queue_mail
+from .outbox import forget_messages_about, queue_mail
 
 RECEIPT_LIFETIME = timedelta(days=30)
 RECEIPT_WINDOW = timedelta(hours=24)
@@ -68,8 +68,16 @@ def send_receipt(vote: Vote, location: Location, address: str) -> bool:
         return False
     token, vote.receipt_token_hash = new_token()
     vote.receipt_expires_at = utcnow() + RECEIPT_LIFETIME
-    queue_mail(address, "vote_receipt", vote=vote, location=location, token=token)
+    vote.id = vote.id or uuid.uuid4()  # named by its receipt before its first flush
+    queue_mail(
+        address, "vote_receipt", about=about(vote), vote=vote, location=location, token=token
+    )
     return True
+
+
+def about(vote: Vote) -> str:
+    """How the outbox names a vote's messages, which go with it."""
+    return f"vote:{vote.id}"
 
 
 def locked(criteria: Any) -> Vote | None:
@@ -167,6 +175,7 @@ def delete_vote(vote: Vote) -> None:
         for other in rest:
             other.duplicate_of_id = first.id
         db.session.flush()
+    forget_messages_about(about(vote))  # its receipt holds the voter's address
     db.session.delete(vote)
 
 

@@ -16,6 +16,7 @@ from directory_api.models import Employer, Role, Vote, utcnow
 from .conftest import (
     PG_URL,
     assert_problem,
+    database_rows,
     link_in,
     queued_mail,
     send_outbox,
@@ -131,6 +132,35 @@ def test_withdraw_deletes_the_vote_and_voids_the_token(client, staff):
     assert staff.get(VOTES + f"id/{vote_id}").status_code == 404
     assert_problem(client.post(f"/votes/withdraw/{token}"), 404)
     assert_problem(client.post(f"/votes/confirm/{token}"), 404)
+
+
+@pytest.mark.parametrize("receipt", ["pending", "delivered"])
+def test_withdraw_takes_the_vote_s_receipt_out_of_the_outbox(app, client, staff, receipt):
+    """The receipt holds the voter's address: it goes with the vote (API.md 8)."""
+    submit(client, yourEmail="kept@example.org")  # another vote, from another address
+    submit(client, businessName="Old Mill")  # and another vote from the same address
+    standing = receipt_token()
+    submit(client)
+    token = receipt_token()
+    if receipt == "delivered":
+        send_outbox(app)
+    assert len(queued_mail(ADDRESS)) == 2
+    assert client.post(f"/votes/withdraw/{token}").status_code == 204
+    db.session.rollback()
+    assert len(queued_mail(ADDRESS)) == 1  # the standing vote's receipt alone
+    assert len(queued_mail("kept@example.org")) == 1
+    assert client.post(f"/votes/confirm/{standing}").status_code == 200
+    rows = database_rows()
+    assert sum(ADDRESS in row for row in rows["outbox"]) == 1
+    assert sum(ADDRESS in row for row in rows["votes"]) == 1  # the standing vote
+
+
+def test_a_vote_deleted_by_staff_takes_its_receipt_too(client, staff):
+    vote_id = submit(client)
+    assert len(queued_mail(ADDRESS)) == 1
+    assert staff.delete(VOTES, json={"id": vote_id}).status_code == 204
+    db.session.rollback()
+    assert queued_mail(ADDRESS) == []
 
 
 @pytest.mark.parametrize("action", ["confirm", "withdraw"])

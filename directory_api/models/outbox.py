@@ -36,3 +36,6 @@ class OutboxMessage(IdMixin, db.Model):
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # What the message is about when that can be deleted ("vote:<id>"): its messages, which
+    # hold the same person's address, go with it (`outbox.forget_messages_about`).
+    about: Mapped[str | None] = mapped_column(String(64), index=True)
