@@ -49,8 +49,18 @@ control_socket_disable = control_socket is None
 # A value of the wrong kind, here or in the app's settings, stops the master before any
 # worker starts, with one line (an exception here would be a page of gunicorn's traceback).
 # Values that are readable but cannot work stop the first worker (gunicorn_worker.py).
+# The master also refuses an EXPORTS_AT_ONCE that would let exports take every thread: a
+# process streams that many at most (directory_api/at_once.py), and one thread at least is
+# left for the other requests (a single thread has none to leave: it serves one at a time).
 try:
-    get_config()
+    exports_at_once = get_config().EXPORTS_AT_ONCE
+    if 1 < threads <= exports_at_once:
+        raise SettingsError(
+            [
+                f"EXPORTS_AT_ONCE must be less than GUNICORN_THREADS ({threads}), leaving "
+                f"threads for other requests (it is {exports_at_once})"
+            ]
+        )
 except SettingsError as error:
     error.show()
     sys.exit(error.exit_code)

@@ -13,6 +13,13 @@ its 304 before the page's work; and it keeps the most recent of those answers th
 (`ANSWERS_KEPT`, each at most `ANSWER_BYTES_KEPT`), so the page asked again, by anyone,
 is answered without its work too. The ETag is the body's hash all the same (it is the one
 computed then); a process that has not answered that page yet does the work as usual.
+
+A streamed answer so determined (a CSV export of listings, API.md 11) cannot be hashed
+before it is sent, nor kept: its ETag is a digest of that revision and URL
+(`streamed_tag`), known before any row is read, the same in every process. A matching
+`If-None-Match` is answered 304 before the export's work, its rate limit and its slot
+(at_once.py); the 200 carries the tag. A streamed answer without a revision (the votes
+export) gets no ETag.
 """
 
 from collections.abc import Hashable
@@ -36,14 +43,25 @@ KNOWN_ANSWERS = RecentlyUsed(size=ANSWERS_KEPT)
 VIEW_HEADERS = ("Content-Type", "Link")  # the rest the request's hooks set, as for any answer
 
 
-def answer_if_known(*revision: Hashable) -> Response | None:
+def streamed_tag(key: bytes) -> str:
+    """The ETag of a streamed answer determined by `key` (its revision and URL)."""
+    return key.hex()
+
+
+def answer_if_known(*revision: Hashable, streamed: bool = False) -> Response | None:
     """For a read whose answer is determined by `revision` and its URL, what this process
     answered for them last: a 304 when the client holds its ETag, else the answer again
     when it was kept; None when the read must do its work (and its answer is then kept, by
-    `cache_headers`)."""
+    `cache_headers`). A `streamed` answer's ETag is known without answering it first."""
     key = g.answer_key = request_key(*revision)
-    kept = KNOWN_ANSWERS.get(key)
-    tag = kept[0] if kept is not None else KNOWN_TAGS.get(key)
+    if streamed:
+        # "*" is left to the read: it would match an export whose query is refused (422).
+        if request.if_none_match.star_tag:
+            return None
+        kept, tag = None, streamed_tag(key)
+    else:
+        kept = KNOWN_ANSWERS.get(key)
+        tag = kept[0] if kept is not None else KNOWN_TAGS.get(key)
     if tag is None:
         return None
     if request.if_none_match.contains_weak(tag):
@@ -80,16 +98,20 @@ def cache_headers(response: Response) -> Response:
     private = signed_in()
     if private:
         response.headers["Cache-Control"] = "no-store"
-    if (
-        request.method not in CONDITIONAL_METHODS
-        or response.status_code not in ANSWERED
-        or response.is_streamed
-    ):
+    if request.method not in CONDITIONAL_METHODS or response.status_code not in ANSWERED:
         return response
     if not private and not request.path.startswith(UNCACHED_PREFIX):
         max_age = current_app.config["PUBLIC_MAX_AGE"]
         response.headers["Cache-Control"] = f"public, max-age={max_age}"
     if g.get("answered_early"):  # by answer_if_known: its ETag set, nothing new to keep
+        return response
+    if response.is_streamed:  # not hashed (it is not at hand); tagged if its revision is known
+        key = g.get("answer_key")
+        if key is not None:
+            response.set_etag(streamed_tag(key))
+            if request.if_none_match.star_tag:  # left to the read by answer_if_known
+                response.close()  # not one row read: the stream has not started
+                response.response, response.status_code = [], 304
         return response
     response.add_etag()
     tag = response.get_etag()[0]

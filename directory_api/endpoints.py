@@ -7,8 +7,10 @@ it answers, and that one declaration both does the work and documents it (openap
 
 For each request, in order: 401 for an anonymous caller of a protected endpoint; the
 location a `slug` path parameter names, loaded once (404), which the view receives as
-`location`; 403 without the declared access; `Idempotency-Key` (a repeat answered from its
-record); the rate limits; the query string (`query`, 422) and the body (`body`: 415, 400,
+`location`; 403 without the declared access; a 304 when the client holds the ETag of the
+declared `revision`; for an export (`csv`), one of the process's slots for streaming (429
+when none is free, at_once.py); `Idempotency-Key` (a repeat answered from its record);
+the rate limits; the query string (`query`, 422) and the body (`body`: 415, 400,
 422). The view gets the loaded query
 and body as positional arguments, in that order, and the path parameters by name. What it
 returns is dumped with `response` at `status`: an object, a `Page` (a paged list), an
@@ -30,6 +32,7 @@ from flask import Flask, Response, current_app, g, jsonify, request
 from marshmallow import Schema
 
 from .access import Access, check_access, check_signed_in, get_location_or_404
+from .at_once import EXPORTS
 from .bodies import (
     CSV_MIMETYPE,
     FORM_MIMETYPES,
@@ -64,7 +67,9 @@ class Endpoint:
     paged: bool = False
     access: Access | None = None
     forms: bool = False
-    csv: bool = False  # answers text/csv (a Response the view streams): `response` names its rows
+    # Answers text/csv (a Response the view streams): `response` names its rows. It streams
+    # in one of the process's EXPORTS_AT_ONCE slots (at_once.py).
+    csv: bool = False
     # The body is text/csv (an import), its rows in `body`'s shape; the view gets the text.
     csv_body: bool = False
 
@@ -92,7 +97,7 @@ class Endpoint:
     # What determines the answer besides its URL (a stored revision), given the path's
     # location: a client holding the ETag last answered for it gets its 304, and anyone the
     # answer itself if this process kept it, before the query and body are even read
-    # (caching.answer_if_known).
+    # (caching.answer_if_known). A streamed answer's ETag is a digest of it and the URL.
     revision: Callable[[Location | None], tuple[Any, ...]] | None = None
 
 
@@ -180,9 +185,12 @@ def endpoint(
                 path["location"] = g.path_location = declaration.locate(path.pop("slug"))
             check_access(declaration.access, path.get("location"))
             if declaration.revision is not None:
-                known = answer_if_known(*declaration.revision(path.get("location")))
+                revision = declaration.revision(path.get("location"))
+                known = answer_if_known(*revision, streamed=declaration.csv)
                 if known is not None:
                     return known
+            if declaration.csv:
+                return EXPORTS.streaming(guarded, **path)
             return guarded(**path)
 
         DECLARATIONS[wrapper] = declaration

@@ -48,6 +48,8 @@ email_update_per_account = limiter.limit(
 token_endpoints = limiter.shared_limit(configured("RATELIMIT_TOKENS_PER_IP"), scope="tokens")
 # Every type of public vote submission shares one allowance per client IP.
 votes_per_ip = limiter.shared_limit(configured("RATELIMIT_VOTES_PER_IP"), scope="votes")
+# Every CSV export (businesses, employers, votes) shares one allowance per client IP.
+exports_per_ip = limiter.shared_limit(configured("RATELIMIT_EXPORTS_PER_IP"), scope="exports")
 
 
 def check_only_limited_routes(app: Flask) -> None:

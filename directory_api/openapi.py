@@ -285,6 +285,8 @@ def operation(
         errors[409] = "Conflicts with existing data (taken slug or e-mail, still in use …)."
     if declared.limits:
         errors[429] = "Rate limited; see Retry-After."
+    if declared.csv:
+        errors[429] = "Rate limited, or too many exports streaming at once; see Retry-After."
     errors |= declared.failures
     for status, description in sorted(errors.items()):
         op["responses"].setdefault(str(status), problem(description))

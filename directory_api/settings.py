@@ -44,6 +44,7 @@ LOWEST: dict[str, Any] = {
     "IMPORT_MAX_BYTES": 1024,  # a header row and a few rows at least
     "MAX_CONTENT_LENGTH": 1024,  # the largest vote, with its form encoding
     "MAIL_PORT": 1,
+    "EXPORTS_AT_ONCE": 1,  # 0 would refuse every export
     # Argon2's own minimums (memory: 8 KiB per lane).
     "ARGON2_TIME_COST": 1,
     "ARGON2_MEMORY_COST": 8,

@@ -138,7 +138,31 @@ class IsolatedClient(FlaskClient):
             db.session.rollback()
         # A streamed body (CSV) is read inside the request's context, as a server would.
         kwargs.setdefault("buffered", True)
-        return contextvars.Context().run(super().open, *args, **kwargs)
+        context = contextvars.Context()
+        response = context.run(super().open, *args, **kwargs)
+        if not kwargs["buffered"]:
+            # Left unread (a slow client): read on and closed later, in that context too.
+            response.response = InContext(response.response, context)
+        return response
+
+
+class InContext:
+    """A response's body read and closed in the context its request ran in."""
+
+    def __init__(self, body, context: contextvars.Context) -> None:
+        self.body = iter(body)
+        self.close_body = getattr(body, "close", None)
+        self.context = context
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> bytes:
+        return self.context.run(next, self.body)
+
+    def close(self) -> None:
+        if self.close_body is not None:
+            self.context.run(self.close_body)
 
 
 def build_app(database_url: str, tmp_path, **overrides) -> Flask:

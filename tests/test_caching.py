@@ -11,7 +11,14 @@ from directory_api.models import Listing
 from directory_api.recent import RecentlyUsed
 
 from .conftest import assert_problem, forget_answers, signed_in, statements_run
-from .factories import make_category, make_listing, make_region, make_social, make_user
+from .factories import (
+    make_category,
+    make_listing,
+    make_location,
+    make_region,
+    make_social,
+    make_user,
+)
 
 
 @pytest.fixture
@@ -324,3 +331,100 @@ def test_a_change_made_around_the_app_is_seen_within_the_public_lifetime(
     assert fresh.status_code == 200
     assert "Renamed by hand" in {item["name"] for item in fresh.get_json()["items"]}
     assert client.get(PAGE).data == fresh.data
+
+
+# --- exports: streamed, so tagged by their revision and URL (issue 28) ------------------------
+
+EXPORT = "/locations/harbour/businesses/export.csv"
+
+
+def test_a_revalidated_export_is_answered_before_its_work(app, clients, listed):
+    client = clients["anonymous"]
+    export, work = statements_of(app, lambda: client.get(EXPORT))
+    etag = export.headers["ETag"]
+    assert export.status_code == 200 and etag.startswith('"')
+    assert export.headers["Cache-Control"] == "public, max-age=30"
+    assert export.data.count(b"\r\n") == 4  # the header and three rows
+
+    again, revalidation = statements_of(
+        app, lambda: client.get(EXPORT, headers={"If-None-Match": etag})
+    )
+
+    assert (again.status_code, again.data, again.headers["ETag"]) == (304, b"", etag)
+    assert again.headers["Cache-Control"] == "public, max-age=30"
+    assert revalidation == 1 < work  # the location with its list's revision; no row
+    assert "X-RateLimit-Remaining" not in again.headers  # it spends no allowance
+    # Any process knows the tag: it is not remembered, it is what determines the export.
+    forget_answers()
+    assert client.get(EXPORT, headers={"If-None-Match": f'"x", W/{etag}'}).status_code == 304
+    # So does one that exports now, and gives the same tag for the same rows.
+    assert client.get(EXPORT).headers["ETag"] == etag
+
+
+def test_a_revalidated_export_needs_no_free_slot(app_factory):
+    app = app_factory(EXPORTS_AT_ONCE=1)
+    with app.app_context():
+        location = make_location("harbour")
+        make_listing("business", location, "mill")
+        client = app.test_client()
+        etag = client.get(EXPORT).headers["ETag"]
+        held = client.get(EXPORT, buffered=False)  # streaming, in the only slot
+        assert client.get(EXPORT).status_code == 429
+        assert client.get(EXPORT, headers={"If-None-Match": etag}).status_code == 304
+        held.close()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [rename_listing, relink_listing, add_listing, delete_listing, rename_category, rename_social],
+)
+def test_whatever_an_export_shows_changes_its_tag(clients, listed, change):
+    client = clients["anonymous"]
+    before = client.get(EXPORT)
+
+    assert change(clients, listed).status_code in (200, 201, 204)
+
+    after = client.get(EXPORT, headers={"If-None-Match": before.headers["ETag"]})
+    assert after.status_code == 200
+    assert after.data != before.data
+    assert client.get(EXPORT, headers={"If-None-Match": after.headers["ETag"]}).status_code == 304
+
+
+def test_another_export_has_another_tag(clients, listed):
+    client = clients["anonymous"]
+    tags = {
+        client.get(path).headers["ETag"]
+        for path in (
+            EXPORT,
+            EXPORT + "?sort=-name",
+            EXPORT + "?subcategory=cafes",
+            "/locations/harbour/employers/export.csv",
+            "/locations/hill/businesses/export.csv",
+        )
+    }
+    assert len(tags) == 5
+    assert client.get(EXPORT + "?sort=-name").headers["ETag"] in tags  # the same, the same
+
+
+def test_a_signed_in_export_is_never_stored_but_revalidates(clients, listed):
+    owner = clients["owner"]
+    export = owner.get(EXPORT)
+    assert export.headers["Cache-Control"] == "no-store"
+    again = owner.get(EXPORT, headers={"If-None-Match": export.headers["ETag"]})
+    assert (again.status_code, again.data, again.headers["Cache-Control"]) == (304, b"", "no-store")
+
+
+def test_any_tag_matches_an_export_but_not_a_refused_one(clients, listed):
+    client = clients["anonymous"]
+    etag = client.get(EXPORT).headers["ETag"]
+    anything = client.get(EXPORT, headers={"If-None-Match": "*"})
+    assert (anything.status_code, anything.data, anything.headers["ETag"]) == (304, b"", etag)
+    assert_problem(client.get(EXPORT + "?page=2", headers={"If-None-Match": "*"}), 422)
+
+
+def test_the_votes_export_has_no_tag(clients, listed):
+    """No stored revision determines a location's votes: without one, no tag can be known
+    before the rows are streamed, so none is given (and there is nothing to revalidate)."""
+    export = clients["owner"].get("/locations/harbour/votes/export.csv")
+    assert export.status_code == 200
+    assert "ETag" not in export.headers

@@ -71,6 +71,8 @@ def read_setting(expression: str, environment: dict[str, str]) -> str:
             "RATELIMIT_LOGIN_PER_IP='banana' is not a rate limit (e.g. \"10 per minute\"",
         ),
         ("RATELIMIT_VOTES_PER_IP", "10/fortnight", "RATELIMIT_VOTES_PER_IP='10/fortnight' is not"),
+        ("RATELIMIT_EXPORTS_PER_IP", "lots", "RATELIMIT_EXPORTS_PER_IP='lots' is not a rate limit"),
+        ("EXPORTS_AT_ONCE", "two", "EXPORTS_AT_ONCE='two' is not a whole number"),
         ("APP_ENV", "prod", "APP_ENV='prod' is not one of: development, testing, production"),
         ("MAIL_PORT", "abc", "MAIL_PORT='abc' is not a whole number"),
         ("SESSION_MAX_DAYS", "1.5", "SESSION_MAX_DAYS='1.5' is not a whole number"),
@@ -178,6 +180,7 @@ def test_session_max_days_is_read_from_the_environment(environment, days):
         ("IMPORT_MAX_BYTES", 10, "IMPORT_MAX_BYTES must be at least 1024"),
         ("MAX_CONTENT_LENGTH", 0, "MAX_CONTENT_LENGTH must be at least 1024"),
         ("MAIL_PORT", 0, "MAIL_PORT must be at least 1"),
+        ("EXPORTS_AT_ONCE", 0, "EXPORTS_AT_ONCE must be at least 1 (it is 0)"),
         ("ARGON2_TIME_COST", 0, "ARGON2_TIME_COST must be at least 1"),
         ("ARGON2_MEMORY_COST", 1, "ARGON2_MEMORY_COST must be at least 8"),
         ("ARGON2_PARALLELISM", 0, "ARGON2_PARALLELISM must be at least 1"),
@@ -294,6 +297,13 @@ def test_flask_commands_print_the_one_line_and_fail(tmp_path, environment, line)
     [
         # Read by gunicorn.conf.py: the master stops before any worker starts.
         ({"GUNICORN_THREADS": "eight"}, "GUNICORN_THREADS='eight' is not a whole number", 1),
+        # Exports that could hold every thread: refused there too, where threads are known.
+        (
+            {"GUNICORN_THREADS": "4", "EXPORTS_AT_ONCE": "4"},
+            "EXPORTS_AT_ONCE must be less than GUNICORN_THREADS (4), leaving threads for "
+            "other requests (it is 4).",
+            1,
+        ),
         # Readable but unsafe: the first worker stops the server (gunicorn's "App failed to load").
         ({"APP_ENV": "production", "SECRET_KEY": "change-me"}, SECRET_KEY_RULE, 4),
     ],

@@ -2,10 +2,12 @@
 open in a spreadsheet."""
 
 import csv
+import gc
 import io
 
 import pytest
 
+from directory_api import csv_export
 from directory_api.extensions import db
 from directory_api.models import Role
 
@@ -275,3 +277,150 @@ def test_an_export_hands_the_server_bytes(app, world):
     assert status.startswith("200")
     assert chunks and all(isinstance(chunk, bytes) for chunk in chunks)
     assert b"".join(chunks).startswith(b"id,")
+
+
+# --- what an export may cost: a rate limit per IP, a cap on exports at once (issue 28) -------
+
+EXPORTS = (
+    "/locations/harbour/businesses/export.csv",
+    "/locations/harbour/employers/export.csv",
+    "/locations/harbour/votes/export.csv",
+)
+
+
+@pytest.fixture
+def exporting(app_factory):
+    """An app with its own limits, harbour with a listing, and a signed-in owner of it."""
+
+    def build(**settings):
+        app = app_factory(**settings)
+        with app.app_context():
+            location = make_location("harbour")
+            make_listing("business", location, "quay-cafe")
+            owner = make_user("owner@example.com")
+            grant(owner, location, Role.OWNER)
+            return app, signed_in(app, owner.email)
+
+    return build
+
+
+def test_every_export_spends_one_allowance_per_ip(exporting):
+    app, owner = exporting(RATELIMIT_EXPORTS_PER_IP="3/hour")
+    anonymous = app.test_client()
+    first = anonymous.get(EXPORTS[0])
+    assert first.status_code == 200
+    assert (first.headers["X-RateLimit-Limit"], first.headers["X-RateLimit-Remaining"]) == (
+        "3",
+        "2",
+    )
+    assert anonymous.get(EXPORTS[1]).status_code == 200
+    assert owner.get(EXPORTS[2]).status_code == 200  # signed in, from the same address
+
+    for client, path in ((anonymous, EXPORTS[0]), (owner, EXPORTS[2])):
+        limited = client.get(path)
+        assert_problem(limited, 429)
+        assert int(limited.headers["Retry-After"]) > 0
+        assert limited.headers["X-RateLimit-Remaining"] == "0"
+    elsewhere = anonymous.get(EXPORTS[0], environ_base={"REMOTE_ADDR": "10.9.8.7"})
+    assert parse(elsewhere)[0]["slug"] == "quay-cafe"
+
+
+def test_the_default_allowance_is_thirty_exports_an_hour(client, app):
+    make_location("harbour")
+    statuses = [client.get(EXPORTS[0]).status_code for _ in range(31)]
+    assert statuses == [200] * 30 + [429]
+
+
+def hold(client, path: str = EXPORTS[0]):
+    """An export answered and left unread, as a slow client leaves it: its stream is open."""
+    response = client.get(path, buffered=False)
+    assert response.status_code == 200
+    return response
+
+
+def assert_busy(response) -> None:
+    problem = assert_problem(response, 429)
+    assert "exports" in problem["detail"]
+    assert response.headers["Retry-After"] == "5"
+    assert "X-RateLimit-Remaining" not in response.headers  # turned away before it counted
+
+
+def test_exports_beyond_the_cap_are_turned_away_until_one_ends(exporting):
+    app, owner = exporting(EXPORTS_AT_ONCE=2, RATELIMIT_EXPORTS_PER_IP="5/hour")
+    anonymous = app.test_client()
+    held = [hold(anonymous), hold(owner, EXPORTS[2])]
+    for client, path in ((anonymous, EXPORTS[1]), (owner, EXPORTS[2])):
+        assert_busy(client.get(path))
+
+    held.pop().close()  # its client went away before reading a byte
+
+    again = anonymous.get(EXPORTS[1])
+    assert again.status_code == 200 and parse(again) == []
+    assert again.headers["X-RateLimit-Remaining"] == "2"  # the two turned away spent nothing
+    held.append(hold(anonymous))
+    assert_busy(anonymous.get(EXPORTS[0]))
+    rows = b"".join(held[0].response)  # read to its end, as a patient client does
+    held[0].close()
+    assert rows.startswith(b"id,") and b"quay-cafe" in rows
+    held[1].close()
+    assert parse(anonymous.get(EXPORTS[0]))[0]["slug"] == "quay-cafe"
+
+
+def assert_one_slot_free(app) -> None:
+    """With EXPORTS_AT_ONCE=1: one export streams (so its slot was given back), and only
+    one (so it was given back once)."""
+    client = app.test_client()
+    held = hold(client)
+    assert_busy(client.get(EXPORTS[0]))
+    held.close()
+
+
+def test_a_slot_is_given_back_once_however_the_export_ends(exporting, monkeypatch):
+    app, _ = exporting(EXPORTS_AT_ONCE=1)
+    client = app.test_client()
+    assert_one_slot_free(app)
+
+    # Read in part, then the client goes away.
+    partial = hold(client)
+    assert next(iter(partial.response)).startswith(b"id,")
+    partial.close()
+    assert_one_slot_free(app)
+
+    # Refused before it streams: a query it refuses, an unknown location, HEAD, no access.
+    assert_problem(client.get(EXPORTS[0] + "?page=2"), 422)
+    assert_problem(client.get("/locations/nowhere/businesses/export.csv"), 404)
+    assert client.head(EXPORTS[0]).status_code == 200
+    assert_problem(client.get(EXPORTS[2]), 401)
+    assert_one_slot_free(app)
+
+    # It fails while it streams.
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("the database went away mid-export")
+
+    monkeypatch.setattr(csv_export, "dumped", broken)
+    with pytest.raises(RuntimeError):
+        client.get(EXPORTS[0])
+    monkeypatch.undo()
+    assert_one_slot_free(app)
+
+
+def test_an_export_answered_otherwise_after_its_view_gives_its_slot_back(app_factory, monkeypatch):
+    """A hook after the view fails: the stream is dropped unread, never closed (the 500
+    is answered as in production, not raised into the test)."""
+    app = app_factory(EXPORTS_AT_ONCE=1, PROPAGATE_EXCEPTIONS=False)
+    # The test's log capture would keep the traceback, and with it the dropped answer.
+    monkeypatch.setattr(app, "log_exception", lambda _exc_info: None)
+    failing = []
+
+    @app.after_request
+    def fail_once(response):
+        if failing:
+            raise failing.pop()
+        return response
+
+    with app.app_context():
+        make_location("harbour")
+        failing.append(RuntimeError("a hook failed after the view"))
+        assert_problem(app.test_client().get(EXPORTS[0]), 500)
+        gc.collect()
+        assert_one_slot_free(app)

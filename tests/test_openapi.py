@@ -123,6 +123,15 @@ def test_errors_are_problem_details(document):
     assert "429" in document["paths"]["/auth/login"]["post"]["responses"]
 
 
+@pytest.mark.parametrize("kind", ["businesses", "employers", "votes"])
+def test_exports_document_their_limit_and_their_cap(document, kind):
+    op = document["paths"][f"/locations/{{slug}}/{kind}/export.csv"]["get"]
+    assert "text/csv" in op["responses"]["200"]["content"]
+    assert op["responses"]["429"]["description"] == (
+        "Rate limited, or too many exports streaming at once; see Retry-After."
+    )
+
+
 def test_lists_document_paging_and_their_filters(document):
     op = document["paths"]["/locations/"]["get"]
     names = {p["name"] for p in op["parameters"] if p["in"] == "query"}

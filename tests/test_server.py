@@ -2,17 +2,25 @@
 clients, over raw sockets; and the app's `Connection: close` after a body it did not read.
 
 One gunicorn process (one worker, two threads, a two-second client timeout) serves the
-module; it runs on the suite's database, SQLite or PostgreSQL.
+module; it runs on the suite's database, SQLite or PostgreSQL. The exports under load have
+a gunicorn of their own, with the project's threads and cap on exports at once.
 """
 
+import http.client
 import io
 import json
 import os
 import select
 import socket
+import statistics
 import subprocess
 import sys
+import threading
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,26 +36,24 @@ THREADS = 2
 CLIENT_TIMEOUT = 2.0
 
 
-@pytest.fixture(scope="module")
-def port(migrated_database, tmp_path_factory):
-    """A gunicorn serving the app on a free port, stopped after the module's tests."""
-    folder = tmp_path_factory.mktemp("gunicorn")
+@contextmanager
+def gunicorn(database_url: str, folder: Path, **settings: str) -> Iterator[int]:
+    """gunicorn serving the app as deployed, in production, on a free port until the block
+    ends (sessions in files, rate limits in memory: nothing shared); `settings` on top."""
     port = free_port()
     env = {
         **os.environ,
         "APP_ENV": "production",
         "SECRET_KEY": "gunicorn-tests-5kQ2wX9mB7vR3zL8pT4n",
-        "DATABASE_URL": migrated_database,
-        "REDIS_URL": "",  # sessions in files, rate limits in memory: nothing shared
+        "DATABASE_URL": database_url,
+        "REDIS_URL": "",
         "ALLOW_SQLITE_IN_PRODUCTION": "1",
         "ALLOW_FILE_SESSIONS": "1",
         "ALLOW_MEMORY_RATELIMITS": "1",
         "SESSION_FILE_DIR": str(folder / "sessions"),
         "MAIL_SERVER": "127.0.0.1",
         "GUNICORN_BIND": f"127.0.0.1:{port}",
-        "WEB_CONCURRENCY": "1",
-        "GUNICORN_THREADS": str(THREADS),
-        "GUNICORN_CLIENT_TIMEOUT": str(CLIENT_TIMEOUT),
+        **settings,
     }
     log_path = folder / "gunicorn.log"
     with log_path.open("w") as log:
@@ -68,6 +74,20 @@ def port(migrated_database, tmp_path_factory):
             except subprocess.TimeoutExpired:
                 process.kill()
                 raise
+
+
+@pytest.fixture(scope="module")
+def port(migrated_database, tmp_path_factory):
+    """The module's gunicorn, stopped after the module's tests."""
+    with gunicorn(
+        migrated_database,
+        tmp_path_factory.mktemp("gunicorn"),
+        WEB_CONCURRENCY="1",
+        GUNICORN_THREADS=str(THREADS),
+        EXPORTS_AT_ONCE="1",  # fewer than its threads, as gunicorn.conf.py asks
+        GUNICORN_CLIENT_TIMEOUT=str(CLIENT_TIMEOUT),
+    ) as port:
+        yield port
 
 
 class Answer(NamedTuple):
@@ -356,3 +376,117 @@ def test_a_request_goes_to_a_thread_at_once_if_gunicorn_refuses_it_or_it_does_no
     request_bytes,
 ):
     assert Arrival(request_bytes).whole
+
+
+# --- exports under load (issue 28) -----------------------------------------------------------
+
+LISTINGS = 30_000
+EXPORTERS = 20
+
+
+@pytest.fixture
+def big_location(app):
+    """A location with 30,000 businesses, each with a subcategory and a social link, written
+    with bulk SQL (rows through the API would take minutes), and their stored count."""
+    from sqlalchemy import insert
+
+    from directory_api.extensions import db
+    from directory_api.models import Listing, ListingSocial
+    from directory_api.models.listing import recount_listings
+    from directory_api.timeouts import unbounded
+
+    from .factories import make_category, make_location, make_social
+
+    location = make_location("big")
+    cafes = make_category("cafes", parent=make_category("food"))
+    instagram = make_social("instagram")
+    now = datetime.now(UTC)
+    listings, links = [], []
+    for number in range(LISTINGS):
+        listing_id = uuid.uuid4()
+        name = f"Business {number}"
+        listings.append(
+            {
+                "id": listing_id,
+                "kind": "business",
+                "location_id": location.id,
+                "slug": f"b-{number}",
+                "name": name,
+                "subcategory_id": cafes.id,
+                "description": "Family run since 1990, open every day.",
+                "search_name": name.lower(),
+                "search_text": name.lower(),
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        links.append(
+            {
+                "listing_id": listing_id,
+                "social_id": instagram.id,
+                "url": f"https://instagram.com/b{number}",
+                "position": 0,
+            }
+        )
+    with unbounded(db.session.connection()):  # a bulk load, not a request
+        db.session.execute(insert(Listing.__table__), listings)
+        db.session.execute(insert(ListingSocial.__table__), links)
+        recount_listings()
+    db.session.commit()
+    return location
+
+
+def get(port: int, path: str) -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def test_twenty_exports_at_once_leave_health_answering_at_once(
+    big_location, migrated_database, tmp_path
+):
+    """20 anonymous exports of a location with 30,000 listings, started together, held
+    every thread and left /health waiting 11 s (issue 28). With the project's threads and
+    cap (two processes here), those past the cap are turned away at once, and /health,
+    asked every 50 ms while the others stream (each ask on its own, so a slow answer does
+    not delay the next), answers in under 100 ms at the median."""
+    path = "/locations/big/businesses/export.csv"
+    exports: list[tuple[int, dict[str, str], bytes]] = []
+    health: list[float] = []
+    start = threading.Barrier(EXPORTERS)
+
+    def export() -> None:
+        start.wait()
+        exports.append(get(port, path))
+
+    def ask_health() -> None:
+        asked = time.monotonic()
+        status = get(port, "/health")[0]
+        health.append(time.monotonic() - asked if status == 200 else float("inf"))
+
+    with gunicorn(migrated_database, tmp_path, WEB_CONCURRENCY="2") as port:
+        exporters = [threading.Thread(target=export) for _ in range(EXPORTERS)]
+        for exporter in exporters:
+            exporter.start()
+        askers = []
+        while any(exporter.is_alive() for exporter in exporters):
+            askers.append(threading.Thread(target=ask_health))
+            askers[-1].start()
+            time.sleep(0.05)
+        for thread in exporters + askers:
+            thread.join()
+
+    statuses = sorted(status for status, _, _ in exports)
+    assert len(statuses) == EXPORTERS and {200, 429} == set(statuses), statuses
+    for status, headers, body in exports:
+        if status == 200:
+            assert body.count(b"\r\n") == LISTINGS + 1  # the header and every row
+        else:
+            assert headers["Content-Type"] == PROBLEM and int(headers["Retry-After"]) > 0
+    median = statistics.median(health)
+    print(f"/health while exporting: {len(health)} asks, p50 {median * 1000:.1f} ms")
+    assert median < 0.1, sorted(health)

@@ -13,11 +13,12 @@ from sqlalchemy import Row, Select, bindparam, func, literal_column, select
 from sqlalchemy.orm import joinedload, selectinload
 
 from ..access import located
-from ..csv_export import csv_response
+from ..csv_export import columns, csv_response
 from ..csv_import import read_rows, row_key
 from ..endpoints import Access, endpoint, schema_instance
 from ..errors import APIError, abort, invalid
 from ..extensions import db
+from ..limits import exports_per_ip
 from ..models import (
     Business,
     Category,
@@ -239,9 +240,24 @@ def listings_blueprint(
             params=params,
         )
 
+    # An export shows what the list does, so the list's revision determines it with its URL
+    # (its ETag, known before a row is read), and with its columns, which a new release
+    # may change while the revision stays.
+    export_columns = tuple(columns(schema_instance(ListingOut)))
+
+    def export_revision(location: Row) -> tuple[Any, ...]:
+        return (*revision_of(location), export_columns)
+
     @bp.get("/export.csv")
-    @endpoint(response=ListingOut, query=export_args, csv=True)
-    def export_listings(args, location: Location):
+    @endpoint(
+        response=ListingOut,
+        query=export_args,
+        csv=True,
+        limits=(exports_per_ip,),
+        locate=locate_with_counts,
+        revision=export_revision,
+    )
+    def export_listings(args, location: Row):  # locate_with_counts: its id and slug
         rows = every_row(filtered(location, args), args, encoded=listings_output)
         return csv_response(ListingOut, rows, f"{location.slug}-{plural}.csv")
 

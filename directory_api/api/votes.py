@@ -20,7 +20,7 @@ from ..csv_export import csv_response
 from ..endpoints import Access, Answer, endpoint, schema_instance
 from ..errors import abort
 from ..extensions import db
-from ..limits import token_endpoints, votes_per_ip
+from ..limits import exports_per_ip, token_endpoints, votes_per_ip
 from ..models import (
     Employer,
     Listing,
@@ -215,9 +215,16 @@ def list_votes(args, location: Location):
 
 
 @bp.get("/export.csv")
-@endpoint(response=VoteOut, query=VoteExportArgs, csv=True, access=Access.ACCESS)
+@endpoint(
+    response=VoteOut,
+    query=VoteExportArgs,
+    csv=True,
+    access=Access.ACCESS,
+    limits=(exports_per_ip,),
+)
 def export_votes(args, location: Location):
     """Every vote of the location as CSV, staff fields included (the list's filters, sort)."""
+    # No ETag: no stored revision determines the votes a location has (caching.py).
     stmt = filter_votes(visible_votes(location, True), args, location, True)
     rows = every_row(stmt, args, options=WITH_EMPLOYER)
     return csv_response(VoteOut, rows, f"{location.slug}-votes.csv")
