@@ -56,31 +56,45 @@ SIGNED_IN_KEY = "_signed_in"  # when the session signed in, in seconds since the
 USER_KEY = "_user_id"  # where Flask-Login keeps who is signed in
 
 
+def from_json(data: bytes) -> Any:
+    """The JSON value `data` holds; None when it holds none. JSON only builds data."""
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        log.warning("a stored value that is not JSON was ignored")
+        return None
+
+
+def session_data(value: Any) -> dict[str, Any] | None:
+    """A stored session's data, if `value` is a JSON object; else no session."""
+    if isinstance(value, dict):
+        return value
+    if value is not None:
+        log.warning("a stored session that is not a JSON object was ignored")
+    return None
+
+
 class JSONSessions(Serializer):
     """Sessions as JSON objects, read back only as such: what is not one is no session."""
 
     encoder = msgspec.json.Encoder()
-    decoder = msgspec.json.Decoder(dict[str, Any])
 
     def encode(self, session: ServerSideSession) -> bytes:
         return self.encoder.encode(dict(session))
 
     def decode(self, serialized_data: bytes) -> dict | None:  # type: ignore[override]
-        try:
-            return self.decoder.decode(serialized_data)
-        except msgspec.DecodeError:
-            log.warning("a stored session that is not a JSON object was ignored")
-            return None
+        return session_data(from_json(serialized_data))
 
 
 class JSONFiles(BaseSerializer):
-    """cachelib's file serializer, as JSON (its own pickles)."""
+    """cachelib's file serializer as JSON (its own pickles): sessions, and the count of
+    files it keeps beside them."""
 
     def dump(self, value: Any, f: IO[bytes], *_args: Any, **_kwargs: Any) -> None:
         f.write(JSONSessions.encoder.encode(value))
 
-    def load(self, f: IO[bytes], *_args: Any, **_kwargs: Any) -> dict | None:
-        return JSONSessions().decode(f.read())
+    def load(self, f: IO[bytes], *_args: Any, **_kwargs: Any) -> Any:
+        return from_json(f.read())
 
 
 class SessionLifetimeMixin:
@@ -168,6 +182,9 @@ def end_if_too_old(app: Flask, session: ServerSideSession) -> None:
 
 
 class FileSessionInterface(SessionLifetimeMixin, CacheLibSessionInterface):
+    def _retrieve_session_data(self, store_id: str) -> dict | None:
+        return session_data(self.cache.get(store_id))
+
     def _write(
         self, store_id: str, session: ServerSideSession, seconds: int, *, only_if_present: bool
     ) -> None:

@@ -1140,8 +1140,10 @@ def stored_ids(app) -> list[str]:
     import os
 
     interface = app.session_interface
-    if hasattr(interface, "cache"):
-        return [name for name in os.listdir(interface.cache._path) if not name.startswith("__")]
+    if hasattr(interface, "cache"):  # without cachelib's own count file
+        return [
+            name for name in os.listdir(interface.cache._path) if not interface.cache._is_mgmt(name)
+        ]
     return [
         key.decode().removeprefix(interface.key_prefix)
         for key in interface.client.scan_iter(f"{interface.key_prefix}*")
@@ -1203,6 +1205,19 @@ def test_a_copy_of_the_session_store_holds_no_working_cookie(store_app):
         stranger.set_cookie(COOKIE, value)
         assert_problem(stranger.get("/me/"), 401)
     assert all(client.get("/me/").status_code == 200 for client in clients)  # the real ones work
+
+
+def test_the_file_store_still_counts_its_files_and_prunes_past_its_threshold(app_factory):
+    """cachelib keeps a count of its files beside the sessions, through the same serializer."""
+    app = app_factory(SESSION_TYPE="cachelib", SESSION_FILE_THRESHOLD=3)
+    with app.app_context():
+        for n in range(6):
+            make_user(f"user{n}@example.com")
+    clients = [signed_in(app, f"user{n}@example.com") for n in range(6)]
+    cache = app.session_interface.cache
+    assert 1 <= cache._file_count <= 4
+    assert len(stored_ids(app)) <= 4  # pruned as it went, oldest first
+    assert clients[-1].get("/me/").status_code == 200  # the newest session is kept
 
 
 def test_a_session_stored_under_its_bare_id_before_the_upgrade_has_ended(store_app):
