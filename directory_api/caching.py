@@ -18,8 +18,8 @@ A streamed answer so determined (a CSV export of listings, API.md 11) cannot be 
 before it is sent, nor kept: its ETag is a digest of that revision and URL
 (`streamed_tag`), known before any row is read, the same in every process. A matching
 `If-None-Match` is answered 304 before the export's work, its rate limit and its slot
-(at_once.py); the 200 carries the tag. A streamed answer without a revision (the votes
-export) gets no ETag.
+(at_once.py); the 200 carries the tag. The votes export is determined so too, by the
+revisions of the location's votes (`VoteRevision`) and of its employers.
 """
 
 from collections.abc import Hashable

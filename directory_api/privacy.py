@@ -24,7 +24,16 @@ from sqlalchemy.types import Text
 from .crypto import email_hash, reencrypt
 from .email_addresses import normalize_email
 from .extensions import db
-from .models import AuditEntry, OutboxMessage, OutboxStatus, RoleGrant, Token, Vote, utcnow
+from .models import (
+    AuditEntry,
+    OutboxMessage,
+    OutboxStatus,
+    RoleGrant,
+    Token,
+    Vote,
+    turn_vote_revisions,
+    utcnow,
+)
 from .schemas.fields import timestamp_text
 from .schemas.votes import VoteOut
 from .vote_integrity import recount_votes
@@ -69,15 +78,17 @@ def run_retention(now: datetime | None = None) -> RetentionReport:
 
     due = now - timedelta(days=config["PII_RETENTION_DAYS"])
     redact_due = select(Vote.id).where(Vote.redacted_at.is_(None), Vote.created_at < due)
-    report.votes_redacted = _in_batches(
-        redact_due,
-        lambda ids: db.session.execute(
+
+    def redact(ids: list) -> None:
+        db.session.execute(
             update(Vote)
             .where(Vote.id.in_(ids))
             .values(your_name=None, your_email=None, your_phone=None, redacted_at=now)
             .execution_options(synchronize_session=False)
-        ),
-    )
+        )
+        turn_vote_revisions(db.session.connection(), locations_of(ids))  # past the ORM
+
+    report.votes_redacted = _in_batches(redact_due, redact)
 
     kept_until = now - timedelta(days=config["OUTBOX_RETENTION_DAYS"])
     old_messages = select(OutboxMessage.id).where(
@@ -122,6 +133,11 @@ def _delete_in_batches(model: Any, ids_stmt: Select) -> int:
             delete(model).where(model.id.in_(ids)).execution_options(synchronize_session=False)
         ),
     )
+
+
+def locations_of(vote_ids: list) -> Select:
+    """The locations of these votes, once each."""
+    return select(Vote.location_id).where(Vote.id.in_(vote_ids)).distinct()
 
 
 def _votes_of(email: str) -> Select:
@@ -188,6 +204,8 @@ def erase(email: str) -> dict[str, int]:
         db.session.scalars(select(Vote.employer_id).where(Vote.duplicate_of_id.in_(vote_ids)))
     )
     message_ids = [message.id for message in _messages_of(email)]
+    for start in range(0, len(vote_ids), BATCH):  # before they are gone, past the ORM
+        turn_vote_revisions(db.session.connection(), locations_of(vote_ids[start : start + BATCH]))
     for model, ids in ((Vote, vote_ids), (OutboxMessage, message_ids)):
         for start in range(0, len(ids), BATCH):
             db.session.execute(

@@ -1,13 +1,15 @@
 """Conditional GET (API.md 12): ETags, 304s and who may cache what, as a client sees them."""
 
 import hashlib
+from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import update
 
 from directory_api import caching, recent
 from directory_api.extensions import db
-from directory_api.models import Listing
+from directory_api.models import Listing, utcnow
 from directory_api.recent import RecentlyUsed
 
 from .conftest import assert_problem, forget_answers, signed_in, statements_run
@@ -18,6 +20,7 @@ from .factories import (
     make_region,
     make_social,
     make_user,
+    make_vote,
 )
 
 
@@ -422,9 +425,106 @@ def test_any_tag_matches_an_export_but_not_a_refused_one(clients, listed):
     assert_problem(client.get(EXPORT + "?page=2", headers={"If-None-Match": "*"}), 422)
 
 
-def test_the_votes_export_has_no_tag(clients, listed):
-    """No stored revision determines a location's votes: without one, no tag can be known
-    before the rows are streamed, so none is given (and there is nothing to revalidate)."""
-    export = clients["owner"].get("/locations/harbour/votes/export.csv")
-    assert export.status_code == 200
-    assert "ETag" not in export.headers
+VOTES_EXPORT = "/locations/harbour/votes/export.csv"
+
+
+@pytest.fixture
+def voted(listed, world):
+    """An employer at harbour with a vote for it, one unlinked vote, and a vote at hill."""
+    works = make_listing("employer", world["harbour"], "works", name="Harbour Works")
+    linked = make_vote(world["harbour"], employer=works, your_email="val@example.com")
+    make_vote(world["harbour"], business_name="Nobody", your_email="una@example.com")
+    make_vote(world["hill"], your_email="hal@example.com")
+    return {"works": works, "linked": linked}
+
+
+def test_a_revalidated_votes_export_is_answered_before_its_work(app, clients, voted):
+    owner = clients["owner"]
+    export, work = statements_of(app, lambda: owner.get(VOTES_EXPORT))
+    etag = export.headers["ETag"]
+    assert export.status_code == 200 and export.data.count(b"\r\n") == 3
+    assert export.headers["Cache-Control"] == "no-store"  # staff fields: never stored
+
+    again, revalidation = statements_of(
+        app, lambda: owner.get(VOTES_EXPORT, headers={"If-None-Match": etag})
+    )
+    assert (again.status_code, again.data, again.headers["ETag"]) == (304, b"", etag)
+    assert revalidation < work
+    assert clients["admin"].get(VOTES_EXPORT, headers={"If-None-Match": etag}).status_code == 304
+    # The tag opens nothing: access is checked first.
+    assert_problem(clients["anonymous"].get(VOTES_EXPORT, headers={"If-None-Match": etag}), 401)
+    refused = clients["other_owner"].get(VOTES_EXPORT, headers={"If-None-Match": etag})
+    assert_problem(refused, 403)
+    assert owner.get(VOTES_EXPORT + "?active=false").headers["ETag"] != etag  # another URL
+    assert owner.get("/locations/hill/votes/export.csv").status_code == 403
+
+
+def submit_vote(clients, voted):
+    body = {
+        "yourName": "New Voter",
+        "yourEmail": "new@example.com",
+        "yourPhone": "+44 20 7946 0000",
+        "businessName": "Harbour Works",
+        "businessBranch": "Quay",
+        "voteBody": "Fine.",
+        "yourPosition": "Clerk",
+    }
+    return clients["anonymous"].post("/locations/harbour/votes/submit/employer", json=body)
+
+
+def moderate_vote(clients, voted):
+    return clients["admin"].put(
+        "/locations/harbour/votes/", json={"id": str(voted["linked"].id), "active": True}
+    )
+
+
+def delete_vote(clients, voted):
+    return clients["owner"].delete(
+        "/locations/harbour/votes/", json={"id": str(voted["linked"].id)}
+    )
+
+
+def rename_employer(clients, voted):
+    target = {"id": str(voted["works"].id), "slug": "harbour-works"}
+    return clients["owner"].put("/locations/harbour/employers/", json=target)
+
+
+def redact_by_retention(clients, voted):
+    from directory_api.privacy import run_retention
+
+    with clients.app.app_context():
+        report = run_retention(now=utcnow() + timedelta(days=400))
+    assert report.votes_redacted == 3
+    return SimpleNamespace(status_code=200)
+
+
+def erase_a_voter(clients, voted):
+    from directory_api.privacy import erase
+
+    with clients.app.app_context():
+        assert erase("una@example.com") == {"votes": 1, "messages": 0}
+    return SimpleNamespace(status_code=200)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [submit_vote, moderate_vote, delete_vote, rename_employer, redact_by_retention, erase_a_voter],
+)
+def test_whatever_the_votes_export_shows_changes_its_tag(clients, voted, change):
+    owner = clients["owner"]
+    before = owner.get(VOTES_EXPORT)
+    other_place = clients["other_owner"].get("/locations/hill/votes/export.csv").headers["ETag"]
+
+    assert change(clients, voted).status_code in (200, 201, 204)
+
+    after = owner.get(VOTES_EXPORT, headers={"If-None-Match": before.headers["ETag"]})
+    assert after.status_code == 200
+    assert after.data != before.data
+    assert (
+        owner.get(VOTES_EXPORT, headers={"If-None-Match": after.headers["ETag"]}).status_code == 304
+    )
+    if change is not redact_by_retention:  # retention redacts the votes of every place
+        hill = clients["other_owner"].get(
+            "/locations/hill/votes/export.csv", headers={"If-None-Match": other_place}
+        )
+        assert hill.status_code == 304  # another location's export is untouched

@@ -10,7 +10,7 @@ from .outbox import OutboxMessage, OutboxStatus
 from .reference import Category, Region, Social
 from .token import Token, TokenPurpose
 from .user import User, UserStatus
-from .vote import Vote, VoteType
+from .vote import Vote, VoteRevision, VoteType, turn_vote_revisions
 
 __all__ = [
     "AuditEntry",
@@ -35,6 +35,8 @@ __all__ = [
     "User",
     "UserStatus",
     "Vote",
+    "VoteRevision",
     "VoteType",
+    "turn_vote_revisions",
     "utcnow",
 ]

@@ -2,6 +2,7 @@
 
 import secrets
 import uuid
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -9,6 +10,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
     event,
@@ -137,14 +139,19 @@ def new_revision() -> int:
     return secrets.randbits(62)
 
 
+def upsert(connection: Connection, table: Table) -> Any:
+    """An INSERT that can be an upsert (`on_conflict_do_update`) in the connection's SQL."""
+    insert = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
+    return insert(table)
+
+
 def _change_count(connection: Connection, location_id: uuid.UUID, kind: str, delta: int) -> None:
     """Add `delta` (0 for a change) and turn the revision, atomically (an upsert), in the
     transaction of the change."""
     table = ListingCount.__table__
-    insert = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
     revision = new_revision()
     connection.execute(
-        insert(table)
+        upsert(connection, table)
         .values(location_id=location_id, kind=kind, total=delta, revision=revision)
         .on_conflict_do_update(
             index_elements=["location_id", "kind"],

@@ -2,16 +2,28 @@
 
 import enum
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import Boolean, Index, String, Text, false
-from sqlalchemy.orm import Mapped, mapped_column, relationship, validates
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Connection,
+    Index,
+    Select,
+    String,
+    Text,
+    event,
+    false,
+    literal,
+)
+from sqlalchemy.orm import Mapped, Session, mapped_column, relationship, validates
 
 from ..crypto import email_hash
 from ..extensions import db
 from ..types import UTCDateTime, string_enum
 from .base import EMAIL_LENGTH, NAME_LENGTH, PHONE_LENGTH, IdMixin, TimestampMixin, foreign_id
-from .listing import Employer
+from .listing import Employer, new_revision, upsert
 
 
 class VoteType(enum.StrEnum):
@@ -74,3 +86,43 @@ class Vote(IdMixin, TimestampMixin, db.Model):
         if email is not None:
             self.email_hash = email_hash(email)
         return email
+
+
+class VoteRevision(db.Model):
+    """The revision of a location's votes: a new random number whenever one of them is
+    added, changed or deleted, in the change's own transaction, so the votes export's ETag
+    is known before a row is read (caching.py). Changes that bypass the ORM (retention,
+    erasure) turn it with `turn_vote_revisions`."""
+
+    __tablename__ = "vote_revisions"
+
+    location_id: Mapped[uuid.UUID] = foreign_id("locations", ondelete="CASCADE", primary_key=True)
+    revision: Mapped[int] = mapped_column(BigInteger)
+
+
+def turn_vote_revisions(connection: Connection, locations: Select | Iterable[uuid.UUID]) -> None:
+    """A new revision for the votes of these locations: ids, or a statement selecting
+    them (distinct, and with a WHERE clause: SQLite's upsert from a SELECT needs one)."""
+    statement = upsert(connection, VoteRevision.__table__)
+    if isinstance(locations, Select):
+        columns = ["location_id", "revision"]
+        statement = statement.from_select(columns, locations.add_columns(literal(new_revision())))
+    else:
+        ids = sorted(set(locations))  # in one order, so two transactions never deadlock
+        if not ids:
+            return
+        rows = [{"location_id": id_, "revision": new_revision()} for id_ in ids]
+        statement = statement.values(rows)
+    connection.execute(
+        statement.on_conflict_do_update(
+            index_elements=["location_id"], set_={"revision": statement.excluded.revision}
+        )
+    )
+
+
+@event.listens_for(Session, "after_flush")
+def turn_revisions_of_votes(session: Session, _context: object) -> None:
+    """After a flush that added, changed or deleted votes, turn their locations' revisions."""
+    changed = (*session.new, *session.dirty, *session.deleted)
+    locations = {item.location_id for item in changed if isinstance(item, Vote)}
+    turn_vote_revisions(session.connection(), locations)
