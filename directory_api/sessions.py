@@ -56,21 +56,44 @@ SIGNED_IN_KEY = "_signed_in"  # when the session signed in, in seconds since the
 USER_KEY = "_user_id"  # where Flask-Login keeps who is signed in
 
 
+# The keys this service's sessions hold, and their types (Flask-Login's, Flask-Session's,
+# ours): a stored session whose value of one of them has another type is no session.
+KEY_TYPES: dict[str, tuple[type, ...]] = {
+    USER_KEY: (str,),
+    "_id": (str,),
+    "_fresh": (bool,),
+    "_permanent": (bool,),
+    "_remember": (str,),
+    "_remember_seconds": (int, float),
+    TOUCHED_KEY: (int,),
+    SIGNED_IN_KEY: (int,),
+}
+SEALED = b"v1."  # the format of a stored session: v1.<HMAC, 64 hex digits>.<JSON object>
+
+
 def from_json(data: bytes) -> Any:
     """The JSON value `data` holds; None when it holds none. JSON only builds data."""
     try:
         return msgspec.json.decode(data)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested past the stack
         log.warning("a stored value that is not JSON was ignored")
         return None
 
 
+def of_its_type(value: Any, types: tuple[type, ...]) -> bool:
+    """Whether `value` is one of `types`; a bool, an int to Python, only where one is due."""
+    return isinstance(value, types) and (type(value) is bool) == (bool in types)
+
+
 def session_data(value: Any) -> dict[str, Any] | None:
-    """A stored session's data, if `value` is a JSON object; else no session."""
-    if isinstance(value, dict):
+    """A stored session's data, if `value` is a JSON object whose keys have their types;
+    else no session."""
+    if isinstance(value, dict) and all(
+        of_its_type(value[key], types) for key, types in KEY_TYPES.items() if key in value
+    ):
         return value
     if value is not None:
-        log.warning("a stored session that is not a JSON object was ignored")
+        log.warning("a stored session that is not one of this service's was ignored")
     return None
 
 
@@ -101,10 +124,35 @@ class SessionLifetimeMixin:
     serializer: Serializer
     key_prefix: str
     id_key: bytes  # the HMAC key of store ids
+    value_key: bytes  # the HMAC key of stored sessions
 
     def _get_store_id(self, sid: str) -> str:
         digest = hmac.new(self.id_key, sid.encode(), hashlib.sha256).hexdigest()
         return self.key_prefix + digest
+
+    def _mac(self, store_id: str, payload: bytes) -> bytes:
+        message = store_id.encode() + b"\0" + payload
+        return hmac.new(self.value_key, message, hashlib.sha256).hexdigest().encode()
+
+    def _seal(self, store_id: str, session: ServerSideSession) -> bytes:
+        """The session as stored: its JSON, under an HMAC of it and the key it is stored
+        under, so that nobody who can write to the store can forge one, or move one to
+        another key (another cookie)."""
+        payload = self.serializer.encode(session)
+        return SEALED + self._mac(store_id, payload) + b"." + payload
+
+    def _unseal(self, store_id: str, stored: Any) -> dict | None:
+        """The session `stored` under `store_id` holds, if this service sealed it there."""
+        if stored is None:
+            return None
+        if isinstance(stored, str):
+            stored = stored.encode()
+        if isinstance(stored, bytes) and stored.startswith(SEALED):
+            mac, _, payload = stored[len(SEALED) :].partition(b".")
+            if hmac.compare_digest(mac, self._mac(store_id, payload)):
+                return self.serializer.decode(payload)
+        log.warning("a stored session that this service did not seal was ignored")
+        return None
 
     def open_session(self, app: Flask, request: Request) -> ServerSideSession:
         try:
@@ -183,22 +231,26 @@ def end_if_too_old(app: Flask, session: ServerSideSession) -> None:
 
 class FileSessionInterface(SessionLifetimeMixin, CacheLibSessionInterface):
     def _retrieve_session_data(self, store_id: str) -> dict | None:
-        return session_data(self.cache.get(store_id))
+        return self._unseal(store_id, self.cache.get(store_id))
 
     def _write(
         self, store_id: str, session: ServerSideSession, seconds: int, *, only_if_present: bool
     ) -> None:
         if only_if_present and not self.cache.has(store_id):
             return
-        self.cache.set(store_id, dict(session), timeout=seconds)
+        self.cache.set(store_id, self._seal(store_id, session).decode(), timeout=seconds)
 
 
 class RedisSessions(SessionLifetimeMixin, RedisSessionInterface):
+    def _retrieve_session_data(self, store_id: str) -> dict | None:
+        return self._unseal(store_id, self.client.get(store_id))
+
     def _write(
         self, store_id: str, session: ServerSideSession, seconds: int, *, only_if_present: bool
     ) -> None:
         # XX: only overwrite a key that still exists, atomically.
-        self.client.set(store_id, self.serializer.encode(session), ex=seconds, xx=only_if_present)
+        value = self._seal(store_id, session)
+        self.client.set(store_id, value, ex=seconds, xx=only_if_present)
 
 
 def refuse_without_store() -> None:
@@ -230,4 +282,5 @@ def init_sessions(app: Flask) -> None:
         raise RuntimeError(f"Unsupported SESSION_TYPE {kind!r}: use 'cachelib' or 'redis'.")
     interface.serializer = JSONSessions()
     interface.id_key = derive_key(app.config["SECRET_KEY"], "session store id")
+    interface.value_key = derive_key(app.config["SECRET_KEY"], "session store value")
     app.session_interface = interface  # type: ignore[assignment]

@@ -1178,17 +1178,79 @@ def test_a_pickle_planted_in_the_session_store_is_never_run(store_app, tmp_path,
     assert not marker.exists()
 
 
+def plant_sealed(app, store_id: str, payload: bytes) -> None:
+    """Store `payload` under `store_id` sealed as the service seals it (as if with its key):
+    what reaches the decoder past the seal."""
+    interface = app.session_interface
+    sealed = b"v1." + interface._mac(store_id, payload) + b"." + payload
+    if hasattr(interface, "cache"):
+        sealed = json.dumps(sealed.decode()).encode()  # the file store keeps it as JSON text
+    plant(app, store_id, sealed)
+
+
+def stored_session(app, client) -> dict:
+    interface = app.session_interface
+    return interface._retrieve_session_data(interface._get_store_id(session_cookie(client)))
+
+
 @pytest.mark.parametrize(
     "raw",
     [b"\x81\xa8_user_id\xa3abc", b"[1, 2]", b'"text"', b"{not json", b"", b"\x00" * 64],
     ids=["msgpack", "array", "string", "broken", "empty", "zeros"],
 )
-def test_a_stored_session_that_is_not_a_json_object_is_no_session(store_app, raw):
+def test_a_stored_session_not_sealed_by_the_service_is_no_session(store_app, raw):
     with store_app.app_context():
         make_user("ann@example.com")
     client = signed_in(store_app, "ann@example.com")
     plant(store_app, store_app.session_interface._get_store_id(session_cookie(client)), raw)
     assert_problem(client.get("/me/"), 401)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"_touched": "x", "_user_id": "%s"}',
+        b'{"_user_id": ["%s"]}',
+        b'{"_signed_in": true, "_user_id": "%s"}',
+        b'{"_permanent": 1, "_user_id": "%s"}',
+        b"[" * 100_000 + b"]" * 100_000,
+        b"[1, 2]",
+    ],
+    ids=["touched-text", "user-list", "signed-in-bool", "permanent-int", "deep", "array"],
+)
+def test_a_sealed_session_of_the_wrong_shape_is_no_session_never_a_500(store_app, payload):
+    with store_app.app_context():
+        make_user("ann@example.com")
+    client = signed_in(store_app, "ann@example.com")
+    token = stored_session(store_app, client)["_user_id"]
+    store_id = store_app.session_interface._get_store_id(session_cookie(client))
+    plant_sealed(store_app, store_id, payload.replace(b"%s", token.encode()))
+    assert_problem(client.get("/me/"), 401)
+
+
+def test_whoever_can_write_the_store_cannot_become_another_user(store_app):
+    """The attacker signs in, finds their own key (they can write the store, so they can
+    read it), and writes the victim's session into it: plain, or moved sealed."""
+    with store_app.app_context():
+        make_user("victim@example.com", is_super=True)
+        make_user("mallory@example.com")
+    victim = signed_in(store_app, "victim@example.com")
+    mallory = signed_in(store_app, "mallory@example.com")
+    interface = store_app.session_interface
+    victims_session = stored_session(store_app, victim)
+    own_key = interface._get_store_id(session_cookie(mallory))
+    victims_key = interface._get_store_id(session_cookie(victim))
+
+    plant(store_app, own_key, json.dumps(victims_session).encode())  # written plain
+    assert_problem(mallory.get("/me/"), 401)
+
+    raw = interface.client.get(victims_key) if not hasattr(interface, "cache") else None
+    if raw is None:  # the file store: the file's JSON text, behind cachelib's header
+        with open(interface.cache._get_filename(victims_key), "rb") as file:
+            raw = file.read()[4:]
+    plant(store_app, own_key, raw)  # the victim's sealed value, moved to another key
+    assert_problem(mallory.get("/me/"), 401)
+    assert victim.get("/me/").get_json()["email"] == "victim@example.com"  # theirs stands
 
 
 def test_a_copy_of_the_session_store_holds_no_working_cookie(store_app):
@@ -1221,9 +1283,13 @@ def test_the_file_store_still_counts_its_files_and_prunes_past_its_threshold(app
 
 
 def test_a_session_stored_under_its_bare_id_before_the_upgrade_has_ended(store_app):
-    """Sessions from before keyed store ids are not found: they end, nothing breaks."""
-    client = store_app.test_client()
+    """Sessions from before keyed store ids and seals are not found: they end, nothing
+    breaks. (Before, JSON under the bare id was read: Flask-Session decodes JSON too.)"""
+    with store_app.app_context():
+        make_user("ann@example.com")
+    live = stored_session(store_app, signed_in(store_app, "ann@example.com"))
     old = store_app.session_interface.key_prefix + "old-session-id"
-    plant(store_app, old, b'{"_user_id": "x"}')
+    plant(store_app, old, json.dumps(live).encode())
+    client = store_app.test_client()
     client.set_cookie(COOKIE, "old-session-id")
     assert_problem(client.get("/me/"), 401)
