@@ -13,6 +13,7 @@ from config import get_config
 # Every model registered before Alembic looks, and the listeners that keep search text and
 # the employers' vote counts current and write the audit log.
 from . import audit, models, search, vote_integrity  # noqa: F401
+from .at_once import init_slots
 from .bodies import APIRequest
 from .caching import register_caching
 from .cors import ALLOWED_HEADERS, EXPOSED_HEADERS, MAX_AGE
@@ -48,6 +49,7 @@ def create_app(config_name: str | None = None, **overrides: Any) -> Flask:
     check_settings(app)
     register_protection(app)
     register_caching(app)
+    init_slots(app)
     register_request_logging(app)
     register_extensions(app)
     register_blueprints(app)

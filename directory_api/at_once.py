@@ -10,8 +10,10 @@ gunicorn's other threads stay free for every other request.
 A slot is taken before the rate limit counts, so a request turned away for want of one
 spends none of its client's allowance. It is given back exactly once: when the view fails
 or answers without a stream (a 404, a 422, a 429 of the rate limit), else when the server
-closes the stream (it ended, it failed, or its client went away), or at the latest when
-the stream is dropped without being closed (an answer replaced after the view returned).
+closes the stream (it ended, it failed, or its client went away), or when the request
+fails after the view returned (an after-request hook raised: the answer that streams is
+replaced by a 500, and never closed), or at the latest when the stream is dropped
+unclosed.
 """
 
 import weakref
@@ -19,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from threading import Lock
 from typing import Any
 
-from flask import Response, current_app
+from flask import Flask, Response, current_app, g
 from werkzeug.exceptions import TooManyRequests
 
 RETRY_AFTER = 5  # seconds; an export of 30,000 rows takes about one when it runs alone
@@ -59,7 +61,7 @@ class Slots:
 
     def streaming(self, view: Callable[..., Response], **path: Any) -> Response:
         """`view`'s answer, given in a slot kept for as long as its body streams."""
-        slot = self.take()
+        slot = g.streaming_slot = self.take()
         try:
             response = view(**path)
         except BaseException:
@@ -97,3 +99,15 @@ class SlotStream:
 
 
 EXPORTS = Slots("EXPORTS_AT_ONCE")
+
+
+def give_back_after_failure(error: BaseException | None) -> None:
+    """A request that failed after its view took a slot: the stream it made will never be
+    sent, nor closed; give its slot back now (once: a closed stream gave it back already)."""
+    slot = g.pop("streaming_slot", None)
+    if error is not None and slot is not None:
+        slot.give_back()
+
+
+def init_slots(app: Flask) -> None:
+    app.teardown_request(give_back_after_failure)

@@ -15,13 +15,15 @@ is answered without its work too. The ETag is the body's hash all the same (it i
 computed then); a process that has not answered that page yet does the work as usual.
 
 A streamed answer so determined (a CSV export of listings, API.md 11) cannot be hashed
-before it is sent, nor kept: its ETag is a digest of that revision and URL
-(`streamed_tag`), known before any row is read, the same in every process. A matching
+before it is sent, nor kept: its ETag is a digest of that revision, its URL and the
+current stretch of PUBLIC_MAX_AGE seconds (`streamed_tag`, `period`), known before any row
+is read, the same in every process. A matching
 `If-None-Match` is answered 304 before the export's work, its rate limit and its slot
 (at_once.py); the 200 carries the tag. The votes export is determined so too, by the
 revisions of the location's votes (`VoteRevision`) and of its employers.
 """
 
+import time
 from collections.abc import Hashable
 
 from flask import Flask, Response, current_app, g, request, session
@@ -48,12 +50,19 @@ def streamed_tag(key: bytes) -> str:
     return key.hex()
 
 
+def period() -> int:
+    """The current stretch of PUBLIC_MAX_AGE seconds. A streamed answer's tag changes with
+    it, so a change that bypasses the app (and its revision) is seen within the time a
+    public cache may keep the answer anyway, as it is for pages (recent.py)."""
+    return int(time.time()) // max(current_app.config["PUBLIC_MAX_AGE"], 1)
+
+
 def answer_if_known(*revision: Hashable, streamed: bool = False) -> Response | None:
     """For a read whose answer is determined by `revision` and its URL, what this process
     answered for them last: a 304 when the client holds its ETag, else the answer again
     when it was kept; None when the read must do its work (and its answer is then kept, by
     `cache_headers`). A `streamed` answer's ETag is known without answering it first."""
-    key = g.answer_key = request_key(*revision)
+    key = g.answer_key = request_key(*revision, period()) if streamed else request_key(*revision)
     if streamed:
         # "*" is left to the read: it would match an export whose query is refused (422).
         if request.if_none_match.star_tag:

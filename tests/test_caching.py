@@ -364,6 +364,24 @@ def test_a_revalidated_export_is_answered_before_its_work(app, clients, listed):
     assert client.get(EXPORT).headers["ETag"] == etag
 
 
+def test_an_export_changed_behind_the_app_s_back_is_seen_within_public_max_age(
+    app, clients, listed, monkeypatch
+):
+    """As for pages (recent.py): a change that bypasses the app turns no revision, so an
+    export's tag lasts one PUBLIC_MAX_AGE stretch, not for ever."""
+    client = clients["anonymous"]
+    monkeypatch.setattr(caching, "period", lambda: 1)
+    etag = client.get(EXPORT).headers["ETag"]
+    db.session.execute(update(Listing).where(Listing.slug == "mill").values(name="Renamed"))
+    db.session.commit()
+    assert client.get(EXPORT, headers={"If-None-Match": etag}).status_code == 304  # this stretch
+
+    monkeypatch.setattr(caching, "period", lambda: 2)  # PUBLIC_MAX_AGE seconds later
+    fresh = client.get(EXPORT, headers={"If-None-Match": etag})
+    assert fresh.status_code == 200 and b"Renamed" in fresh.data
+    assert fresh.headers["ETag"] != etag
+
+
 def test_a_revalidated_export_needs_no_free_slot(app_factory):
     app = app_factory(EXPORTS_AT_ONCE=1)
     with app.app_context():
