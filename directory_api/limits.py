@@ -90,6 +90,18 @@ def headers_if_the_store_answers(
 def guard_limit_headers(app: Flask) -> None:
     """Wrap Flask-Limiter's after-request hook (see `headers_if_the_store_answers`)."""
     hooks = app.after_request_funcs.get(None, [])
-    for index, hook in enumerate(hooks):
-        if isinstance(hook, functools.partial) and hook.func is Limiter._Limiter__inject_headers:  # type: ignore[attr-defined]
-            hooks[index] = headers_if_the_store_answers(hook)
+    inject = getattr(Limiter, "_Limiter__inject_headers", None)
+    found = [
+        index
+        for index, hook in enumerate(hooks)
+        if isinstance(hook, functools.partial) and hook.func is inject
+    ]
+    # Flask-Limiter registers no hook where limits are off. Elsewhere, one that names or
+    # registers it otherwise must not leave it unguarded: say so at start.
+    if not found and app.config.get("RATELIMIT_ENABLED"):
+        raise RuntimeError(
+            "Flask-Limiter's after-request header hook was not found: a failing rate-limit "
+            "store would turn answers into 500s (limits.guard_limit_headers)"
+        )
+    for index in found:
+        hooks[index] = headers_if_the_store_answers(hooks[index])

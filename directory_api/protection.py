@@ -1,6 +1,7 @@
 """Per-request protection: request ids, cross-site refusal, JSON-only bodies, safe headers,
 and closing the connection after a body left unread."""
 
+import logging
 import re
 import uuid
 from collections.abc import Callable, Iterable
@@ -16,6 +17,7 @@ from .cors import PUBLIC_FORMS
 from .endpoints import current_declaration
 from .errors import abort
 
+log = logging.getLogger(__name__)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -72,8 +74,25 @@ def refuse_cross_site() -> None:
         g.session_unused = True  # nor is it kept alive (sessions.py)
         return
     if origin is not None:
+        if only_the_scheme_differs(origin):
+            # The operator's mistake, not an attack: say what to set, at 3 a.m. and here.
+            log.warning(
+                "cross-site refusal of this host's own page over another scheme: behind a "
+                "proxy that terminates TLS, set PROXY_FIX_X_PROTO"
+            )
         abort(403, "Cross-site request refused: this origin is not allowed.")
     abort(403, "Cross-site request refused.")
+
+
+def only_the_scheme_differs(origin: str) -> bool:
+    """Whether `origin` is this host over https while the request arrived over http."""
+    theirs, own = scheme_host_port(origin), scheme_host_port(request.host_url)
+    return (
+        theirs is not None
+        and own is not None
+        and (theirs[0], own[0]) == ("https", "http")
+        and theirs[1] == own[1]
+    )
 
 
 def open_public_forms(response: Response) -> Response:

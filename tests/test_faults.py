@@ -367,6 +367,21 @@ def test_redis_killed_after_the_limit_was_counted_leaves_the_answer_without_its_
     assert [r.status for r in caplog.records if r.name == REQUESTS] == [503]
 
 
+def test_the_start_stops_if_the_limiter_s_header_hook_cannot_be_guarded():
+    """A Flask-Limiter that registers its hook otherwise must not leave it unguarded."""
+    from flask import Flask
+
+    from directory_api.limits import guard_limit_headers
+
+    without = Flask("without-a-limiter")
+    without.config["RATELIMIT_ENABLED"] = True
+    with pytest.raises(RuntimeError, match="header hook was not found"):
+        guard_limit_headers(without)
+    disabled = Flask("limits-off")
+    disabled.config["RATELIMIT_ENABLED"] = False
+    guard_limit_headers(disabled)  # no hook to guard, nothing to say
+
+
 def test_redis_killed_during_sign_ins_and_submissions_never_answers_500(
     redis_app, redis_server, caplog
 ):

@@ -84,6 +84,16 @@ def test_behind_a_tls_proxy_the_own_origin_is_https(app_factory):
     assert accepted.status_code == 201
 
 
+def test_a_tls_proxy_without_proxy_fix_x_proto_is_named_in_the_log(super_client, app, caplog):
+    """The refusal stands (the service cannot tell), and the log says what to set."""
+    response = create_region(super_client, headers={"Origin": "https://localhost"})
+    assert response.status_code == 403
+    assert "PROXY_FIX_X_PROTO" in caplog.text
+    caplog.clear()
+    create_region(super_client, headers={"Origin": "https://evil.example"})
+    assert "PROXY_FIX_X_PROTO" not in caplog.text  # a foreign page is no misconfiguration
+
+
 def test_hsts_is_sent_over_https_only(app_factory):
     app = app_factory(HSTS_MAX_AGE=600, PROXY_FIX_X_PROTO=1)
     client = app.test_client()
