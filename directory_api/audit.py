@@ -1,7 +1,8 @@
 """The audit log (API.md 10): one mechanism, the database session's own events.
 
 - `before_flush` reads every new, changed or deleted object of an audited model in the
-  session: what it is (`AUDITED`: its type and the fields an entry shows) and what changed,
+  session: what it is (`AUDITED`: what each audited model declares of itself in its
+  `__audit__`, its type and the fields an entry shows) and what changed,
   from the attributes' history. Changes are kept per target for the transaction, so an
   object flushed twice before its commit still makes one entry.
 - `before_commit` writes the entries, in the transaction of the change they record: a
@@ -28,8 +29,7 @@ own details belong to no location, so only supers see them.
 import enum
 import ipaddress
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -39,40 +39,26 @@ from sqlalchemy import event, inspect
 from sqlalchemy.orm import Session, SessionTransaction
 
 from .extensions import db
-from .models import (
-    AuditEntry,
-    Business,
-    Category,
-    Employer,
-    Location,
-    Membership,
-    Region,
-    RoleGrant,
-    Social,
-    User,
-    Vote,
-)
+from .models import AuditEntry, Location, Membership, RoleGrant, User
+from .models.base import Audit
 from .schemas.fields import timestamp_text
 
 REDACTED = "[redacted]"
-CONTACT = ("description", "email", "phone", "address", "website")
 
 
-@dataclass(frozen=True)
-class Audited:
-    """How entries show a model: its `type`, the `fields` they record (attribute names; a
-    many-to-one relationship shows the related slug, `socials` the list of links), those
-    that are `personal` (redacted), and where it belongs (`location`)."""
+def _declared() -> dict[type, Audit]:
+    """Every model that declares what it audits (`__audit__`, models/base.py), with its
+    entries' type (a business or an employer: the listing's kind)."""
+    found = {}
+    for mapper in db.Model.registry.mappers:
+        rule = getattr(mapper.class_, "__audit__", None)
+        kind = rule and (rule.type or mapper.polymorphic_identity)
+        if kind:  # the shared base of businesses and employers has none of its own
+            found[mapper.class_] = replace(rule, type=kind)
+    return found
 
-    type: str
-    fields: tuple[str, ...]
-    personal: frozenset[str] = frozenset()
-    location: Callable[[Any], Location | None] = lambda obj: None
 
-
-def _own_location(obj: Any) -> Location | None:
-    """A listing's location (a new one has only the relationship set)."""
-    return _get(Location, obj.location_id) or obj.location
+AUDITED: dict[type, Audit] = _declared()
 
 
 def path_location() -> Location | None:
@@ -81,48 +67,16 @@ def path_location() -> Location | None:
     return g.get("path_location")
 
 
-def _listing(type_: str) -> Audited:
-    return Audited(
-        type_,
-        ("slug", "name", "subcategory", "branch", *CONTACT, "socials"),
-        location=_own_location,
-    )
+def entry_location(obj: Any, audited: Audit) -> Location | None:
+    """Where an entry about `obj` belongs: a location itself, or the one a located model
+    names (a new listing may have only its relationship set)."""
+    if isinstance(obj, Location):
+        return obj
+    if audited.located:
+        return _get(Location, obj.location_id) or getattr(obj, "location", None)
+    return None
 
 
-AUDITED: dict[type, Audited] = {
-    Region: Audited("region", ("slug", "name")),
-    Category: Audited("category", ("slug", "name", "parent")),
-    Social: Audited("social", ("slug", "name", "url")),
-    Location: Audited(
-        "location",
-        ("slug", "name", "region", "directory_location", *CONTACT),
-        location=lambda obj: obj,
-    ),
-    Business: _listing("business"),
-    Employer: _listing("employer"),
-    Vote: Audited(
-        "vote",
-        (
-            "type",
-            "active",
-            "confirmed",
-            "employer",
-            "business_name",
-            "business_branch",
-            "vote_body",
-            "your_business",
-            "your_position",
-            "your_name",
-            "your_email",
-            "your_phone",
-        ),
-        personal=frozenset({"your_name", "your_email", "your_phone"}),
-        location=lambda vote: _get(Location, vote.location_id),
-    ),
-    User: Audited(
-        "user", ("email", "name", "phone", "password_hash"), personal=frozenset({"password_hash"})
-    ),
-}
 # Attribute → the name clients use, where it is not just the camelCase of it.
 FIELD_NAMES = {"password_hash": "password"}
 # A user's changes are one entry, named by the most telling of them.
@@ -197,7 +151,7 @@ def _related_before(obj: Any, prop: Any) -> Any:
     return _get(prop.mapper.class_, getattr(obj, column))
 
 
-def changes_of(obj: Any, audited: Audited, state: str) -> dict[str, list[Any]]:
+def changes_of(obj: Any, audited: Audit, state: str) -> dict[str, list[Any]]:
     """Field → [old, new] for what differs; a new object's old values and a deleted one's
     new values are null."""
     changes = {}
@@ -383,7 +337,7 @@ def _collect(session: Session, _context: Any, _instances: Any) -> None:
             if state == "deleted":
                 transaction.pending[key].action = f"{audited.type}.delete"
             continue
-        location = audited.location(obj) or path_location()
+        location = entry_location(obj, audited) or path_location()
         transaction.pending[key] = Pending(
             f"{audited.type}.{verb}", audited.type, obj, location, actor, changes
         )

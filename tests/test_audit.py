@@ -605,3 +605,61 @@ def test_an_ipv6_zone_is_not_kept(app, world, left_by):
     assert failed.status_code == 401
     [entry] = left_by(failed)
     assert entry["ip"] == "fe80::1"
+
+
+# --- what each model audits is declared on it, and covers every column -----------------------
+
+
+def undeclared_columns(model: type, rule) -> list[str]:
+    """Columns of `model` that `rule` neither audits (directly, or through the relationship
+    they hold) nor leaves out on purpose; and names it lists that the model lacks."""
+    from sqlalchemy import inspect
+
+    mapper = inspect(model)
+    covered = set(rule.fields) | set(rule.unaudited)
+    for name in rule.fields:
+        if name in mapper.relationships:
+            covered |= {column.key for column in mapper.relationships[name].local_columns}
+    columns = {attribute.key for attribute in mapper.column_attrs}
+    missing = sorted(columns - covered)
+    unknown = sorted(
+        f"{name} (not on {model.__name__})"
+        for name in (*rule.fields, *rule.unaudited)
+        if name not in columns and name not in mapper.relationships
+    )
+    return missing + unknown
+
+
+def test_every_column_of_an_audited_model_is_audited_or_left_out_on_purpose():
+    from directory_api.audit import AUDITED
+
+    assert {rule.type for rule in AUDITED.values()} == {
+        "region",
+        "category",
+        "social",
+        "location",
+        "business",
+        "employer",
+        "vote",
+        "user",
+    }
+    problems = {
+        model.__name__: found
+        for model, rule in AUDITED.items()
+        if (found := undeclared_columns(model, rule))
+    }
+    assert problems == {}, "declare each in the model's __audit__: fields or unaudited"
+
+
+def test_a_new_column_nobody_declared_is_caught():
+    """The check above can fail: a column missing from both lists is named."""
+    from dataclasses import replace
+
+    from directory_api.audit import AUDITED
+    from directory_api.models import Vote
+
+    rule = AUDITED[Vote]
+    forgotten = replace(rule, unaudited=tuple(c for c in rule.unaudited if c != "email_hash"))
+    assert undeclared_columns(Vote, forgotten) == ["email_hash"]
+    misspelt = replace(rule, fields=(*rule.fields, "your_adress"))
+    assert undeclared_columns(Vote, misspelt) == ["your_adress (not on Vote)"]

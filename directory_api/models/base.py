@@ -1,6 +1,7 @@
 """Mixins and column sizes shared by the models."""
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -8,6 +9,29 @@ from sqlalchemy import ForeignKey, String, Text, Uuid
 from sqlalchemy.orm import Mapped, MappedColumn, mapped_column
 
 from ..types import UTCDateTime, utcnow
+
+
+@dataclass(frozen=True)
+class Audit:
+    """What the audit log (audit.py) records of a model, declared on the model itself:
+    the `fields` an entry shows (attribute names; a many-to-one relationship shows the
+    related slug, `socials` the list of links), those of them that are `personal` (shown
+    redacted), and `unaudited`: every other column, each left out on purpose. A test holds
+    every column of an audited model to one list or the other, so a new column is a
+    decision, never silently unaudited. `type` is the entries' target type (default: the
+    model's polymorphic identity); a `located` model belongs to the location its
+    `location_id` names."""
+
+    fields: tuple[str, ...]
+    unaudited: tuple[str, ...]
+    personal: frozenset[str] = frozenset()
+    type: str | None = None
+    located: bool = False
+
+
+# What no entry shows: every row's own id and timestamps.
+ROW_COLUMNS = ("id", "created_at", "updated_at")
+CONTACT_FIELDS = ("description", "email", "phone", "address", "website")
 
 
 def foreign_id(table: str, *, ondelete: str, **options: Any) -> MappedColumn[Any]:

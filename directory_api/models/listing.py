@@ -26,9 +26,12 @@ from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 from ..extensions import db
 from ..timeouts import unbounded
 from .base import (
+    CONTACT_FIELDS,
     NAME_LENGTH,
+    ROW_COLUMNS,
     SLUG_LENGTH,
     URL_LENGTH,
+    Audit,
     ContactMixin,
     IdMixin,
     TimestampMixin,
@@ -40,6 +43,21 @@ from .reference import Category, Social
 
 class Listing(IdMixin, ContactMixin, TimestampMixin, db.Model):
     __tablename__ = "listings"
+    # Entries are a business's or an employer's (the kind); the search text, the stored
+    # vote count and the kind follow from what is audited.
+    __audit__ = Audit(
+        ("slug", "name", "subcategory", "branch", *CONTACT_FIELDS, "socials"),
+        unaudited=(
+            *ROW_COLUMNS,
+            "kind",
+            "location_id",
+            "subcategory_id",
+            "search_name",
+            "search_text",
+            "vote_count",
+        ),
+        located=True,
+    )
     __table_args__ = (
         UniqueConstraint("location_id", "kind", "slug"),
         Index("ix_listings_location_kind_name", "location_id", "kind", "name", "id"),

@@ -9,7 +9,16 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
 from ..types import UTCDateTime, string_enum, utcnow
-from .base import ContactMixin, IdMixin, SlugNameMixin, TimestampMixin, foreign_id
+from .base import (
+    CONTACT_FIELDS,
+    ROW_COLUMNS,
+    Audit,
+    ContactMixin,
+    IdMixin,
+    SlugNameMixin,
+    TimestampMixin,
+    foreign_id,
+)
 from .reference import Region
 
 
@@ -20,6 +29,12 @@ class Role(enum.StrEnum):
 
 class Location(IdMixin, SlugNameMixin, ContactMixin, TimestampMixin, db.Model):
     __tablename__ = "locations"
+    # Its entries belong to itself (audit.py).
+    __audit__ = Audit(
+        ("slug", "name", "region", "directory_location", *CONTACT_FIELDS),
+        unaudited=(*ROW_COLUMNS, "region_id"),
+        type="location",
+    )
 
     region_id: Mapped[uuid.UUID | None] = foreign_id("regions", ondelete="RESTRICT", index=True)
     directory_location: Mapped[bool] = mapped_column(Boolean, default=False, index=True)

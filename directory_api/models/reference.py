@@ -6,17 +6,29 @@ from sqlalchemy import String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
-from .base import URL_LENGTH, IdMixin, SlugNameMixin, TimestampMixin, foreign_id
+from .base import (
+    ROW_COLUMNS,
+    URL_LENGTH,
+    Audit,
+    IdMixin,
+    SlugNameMixin,
+    TimestampMixin,
+    foreign_id,
+)
 
 
 class Region(IdMixin, SlugNameMixin, TimestampMixin, db.Model):
     __tablename__ = "regions"
+    __audit__ = Audit(("slug", "name"), unaudited=ROW_COLUMNS, type="region")
 
 
 class Category(IdMixin, SlugNameMixin, TimestampMixin, db.Model):
     """A category; one with a parent is a subcategory (businesses and employers use those)."""
 
     __tablename__ = "categories"
+    __audit__ = Audit(
+        ("slug", "name", "parent"), unaudited=(*ROW_COLUMNS, "parent_id"), type="category"
+    )
 
     parent_id: Mapped[uuid.UUID | None] = foreign_id("categories", ondelete="RESTRICT", index=True)
 
@@ -27,5 +39,6 @@ class Social(IdMixin, SlugNameMixin, TimestampMixin, db.Model):
     """A social network that businesses and employers link to."""
 
     __tablename__ = "socials"
+    __audit__ = Audit(("slug", "name", "url"), unaudited=ROW_COLUMNS, type="social")
 
     url: Mapped[str | None] = mapped_column(String(URL_LENGTH))

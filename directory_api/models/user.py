@@ -12,7 +12,15 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..extensions import db
 from ..types import UTCDateTime
-from .base import EMAIL_LENGTH, NAME_LENGTH, PHONE_LENGTH, IdMixin, TimestampMixin
+from .base import (
+    EMAIL_LENGTH,
+    NAME_LENGTH,
+    PHONE_LENGTH,
+    ROW_COLUMNS,
+    Audit,
+    IdMixin,
+    TimestampMixin,
+)
 from .location import Membership
 
 
@@ -50,6 +58,14 @@ class StatusComparator(Comparator[str]):
 
 class User(UserMixin, IdMixin, TimestampMixin, db.Model):
     __tablename__ = "users"
+    # Super rights are role entries (`super.grant`, `super.remove`), not field changes;
+    # the session token and the last sign-in change with every sign-in and password.
+    __audit__ = Audit(
+        ("email", "name", "phone", "password_hash"),
+        personal=frozenset({"password_hash"}),
+        unaudited=(*ROW_COLUMNS, "is_super", "session_token", "last_login_at"),
+        type="user",
+    )
 
     # Stored lower-cased: addresses are unique regardless of case.
     email: Mapped[str] = mapped_column(String(EMAIL_LENGTH), unique=True)

@@ -22,7 +22,16 @@ from sqlalchemy.orm import Mapped, Session, mapped_column, relationship, validat
 from ..crypto import email_hash
 from ..extensions import db
 from ..types import UTCDateTime, string_enum
-from .base import EMAIL_LENGTH, NAME_LENGTH, PHONE_LENGTH, IdMixin, TimestampMixin, foreign_id
+from .base import (
+    EMAIL_LENGTH,
+    NAME_LENGTH,
+    PHONE_LENGTH,
+    ROW_COLUMNS,
+    Audit,
+    IdMixin,
+    TimestampMixin,
+    foreign_id,
+)
 from .listing import Employer, new_revision, upsert
 
 
@@ -34,6 +43,38 @@ class VoteType(enum.StrEnum):
 
 class Vote(IdMixin, TimestampMixin, db.Model):
     __tablename__ = "votes"
+    # Moderation and the submitter's words; what the service keeps for itself (the address
+    # hash, receipts, duplicates, redaction) is not a privileged write's change.
+    __audit__ = Audit(
+        (
+            "type",
+            "active",
+            "confirmed",
+            "employer",
+            "business_name",
+            "business_branch",
+            "vote_body",
+            "your_business",
+            "your_position",
+            "your_name",
+            "your_email",
+            "your_phone",
+        ),
+        personal=frozenset({"your_name", "your_email", "your_phone"}),
+        unaudited=(
+            *ROW_COLUMNS,
+            "location_id",
+            "employer_id",
+            "email_hash",
+            "redacted_at",
+            "confirmed_at",
+            "duplicate_of_id",
+            "receipt_token_hash",
+            "receipt_expires_at",
+        ),
+        type="vote",
+        located=True,
+    )
     __table_args__ = (
         Index("ix_votes_location_created", "location_id", "created_at", "id"),
         Index("ix_votes_location_active", "location_id", "active"),
