@@ -61,6 +61,24 @@ FULL_KEYS = PUBLIC_KEYS | {
 }
 
 
+def test_the_public_vote_is_an_allow_list():
+    """A field added to the staff's VoteOut is not public until it is listed."""
+    from marshmallow import fields
+
+    from directory_api.schemas.base import all_but
+    from directory_api.schemas.votes import PUBLIC_VOTE_FIELDS, PublicVoteOut, VoteOut
+
+    shown = {field.data_key or name for name, field in PublicVoteOut().dump_fields.items()}
+    assert shown == PUBLIC_KEYS
+
+    class WithANewField(VoteOut):
+        internal_note = fields.String()
+
+    assert "internal_note" in all_but(WithANewField, PUBLIC_VOTE_FIELDS)
+    with pytest.raises(TypeError, match="no field your_adress"):
+        all_but(VoteOut, (*PUBLIC_VOTE_FIELDS, "your_adress"))
+
+
 def body_for(vote_type: str, *, without: tuple[str, ...] = (), **changes) -> dict:
     """A valid submission of `vote_type`, with `changes` applied and `without` left out."""
     body = {**BASE, **EXTRA[vote_type], **changes}

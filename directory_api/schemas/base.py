@@ -13,6 +13,15 @@ class BaseSchema(Schema):
         unknown = RAISE  # a typo never passes silently
 
 
+def all_but(schema: type[Schema], shown: tuple[str, ...]) -> tuple[str, ...]:
+    """What to exclude from `schema` so that it shows `shown` alone (attribute names): an
+    allow-list, so that a field added to `schema` later stays out until it is listed."""
+    declared = schema._declared_fields
+    if unknown := set(shown) - set(declared):
+        raise TypeError(f"{schema.__name__} has no field {', '.join(sorted(unknown))}")
+    return tuple(name for name in declared if name not in shown)
+
+
 def all_optional(schema: type[Schema], name: str) -> type[Schema]:
     """`schema` for a partial update: every field optional and without a default, so only
     what is sent changes. Validation and the OpenAPI document both use the result."""
