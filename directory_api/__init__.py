@@ -10,9 +10,8 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from config import get_config
 
-# Every model registered before Alembic looks, and the listeners that keep search text and
-# the employers' vote counts current and write the audit log.
-from . import audit, models, search, vote_integrity  # noqa: F401
+# Every model registered before Alembic looks.
+from . import audit, models, reads, search, vote_integrity
 from .at_once import init_slots
 from .bodies import APIRequest
 from .caching import register_caching
@@ -21,6 +20,7 @@ from .credentials import init_password_hasher
 from .crypto import init_keys
 from .endpoints import check_declared
 from .errors import register_error_handlers
+from .events import listen
 from .extensions import db, limiter, login_manager, mail, migrate
 from .json_provider import JSONProvider
 from .limits import check_only_limited_routes, guard_limit_headers
@@ -52,6 +52,7 @@ def create_app(config_name: str | None = None, **overrides: Any) -> Flask:
     init_slots(app)
     register_request_logging(app)
     register_extensions(app)
+    register_listeners()
     register_blueprints(app)
     register_error_handlers(app)
     register_commands(app)
@@ -120,6 +121,14 @@ def register_extensions(app: Flask) -> None:
             allow_headers=ALLOWED_HEADERS,
             max_age=MAX_AGE,
         )
+
+
+def register_listeners() -> None:
+    """What keeps derived data in step within the change's own transaction: listing counts
+    and revisions, vote revisions, search columns, employers' vote counts, the audit log;
+    and reads refusing to write. Once per process, however many apps it builds."""
+    for module in (reads, models.listing, models.vote, audit, search, vote_integrity):
+        listen(module.LISTENERS)
 
 
 def register_blueprints(app: Flask) -> None:

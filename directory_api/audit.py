@@ -35,7 +35,7 @@ from typing import Any
 
 from flask import g, has_request_context, request
 from flask_login import current_user
-from sqlalchemy import event, inspect
+from sqlalchemy import inspect
 from sqlalchemy.orm import Session, SessionTransaction
 
 from .extensions import db
@@ -296,7 +296,6 @@ def _roles(transaction: Transaction, actor: User, obj: Any, state: str) -> None:
         _role_entry(transaction, actor, obj.id, "super", None, verb, {"role": change})
 
 
-@event.listens_for(Session, "before_flush")
 def _collect(session: Session, _context: Any, _instances: Any) -> None:
     if not has_request_context():
         return
@@ -381,7 +380,6 @@ def _client_ip() -> str | None:
         return None
 
 
-@event.listens_for(Session, "before_commit")
 def _write(session: Session) -> None:
     if not has_request_context() and "audit" not in session.info:
         return
@@ -417,9 +415,16 @@ def _write(session: Session) -> None:
     del session.info["audit"]
 
 
-@event.listens_for(Session, "after_transaction_end")
 def _forget(session: Session, transaction: SessionTransaction) -> None:
     """A transaction that ended without writing its entries (rolled back, closed) takes
     them along."""
     if transaction.parent is None:
         session.info.pop("audit", None)
+
+
+# Registered by create_app (events.py).
+LISTENERS = (
+    (Session, "before_flush", _collect, {}),
+    (Session, "before_commit", _write, {}),
+    (Session, "after_transaction_end", _forget, {}),
+)

@@ -100,4 +100,5 @@ def refuse_writes_in_reads(session: Any, _context: Any, _instances: Any) -> None
         raise RuntimeError(f"{request.method} {request.path} tried to write: reads are not atomic")
 
 
-event.listen(ReadAwareSession, "before_flush", refuse_writes_in_reads)
+# Registered by create_app (events.py).
+LISTENERS = ((ReadAwareSession, "before_flush", refuse_writes_in_reads, {}),)

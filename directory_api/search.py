@@ -14,7 +14,7 @@ every write, and the criteria that look for it.
 import unicodedata
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, event, literal_column, select, text
+from sqlalchemy import ColumnElement, case, literal_column, select, text
 
 from .errors import abort
 from .extensions import db
@@ -39,8 +39,6 @@ def search_text(
     return " ".join(fold(part) for part in (name, branch, description, subcategory) if part)
 
 
-@event.listens_for(Listing, "before_insert", propagate=True)
-@event.listens_for(Listing, "before_update", propagate=True)
 def refresh_search_columns(_mapper, _connection, listing: Listing) -> None:
     listing.search_name = fold(listing.name)
     listing.search_text = search_text(
@@ -49,6 +47,13 @@ def refresh_search_columns(_mapper, _connection, listing: Listing) -> None:
         listing.description,
         listing.subcategory.name if listing.subcategory else None,
     )
+
+
+# Registered by create_app (events.py): a listing's search columns, before it is written.
+LISTENERS = (
+    (Listing, "before_insert", refresh_search_columns, {"propagate": True}),
+    (Listing, "before_update", refresh_search_columns, {"propagate": True}),
+)
 
 
 def refresh_search_of_subcategory(category: Category) -> None:

@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import Connection, bindparam, event, func, inspect, select, update
+from sqlalchemy import Connection, bindparam, func, inspect, select, update
 
 from .credentials import new_token, presented_hash
 from .errors import abort
@@ -217,23 +217,28 @@ def _apply(connection: Connection, changes: Counter) -> None:
             )
 
 
-@event.listens_for(Vote, "after_insert")
 def _count_inserted(_mapper: Any, connection: Connection, vote: Vote) -> None:
     _apply(connection, Counter({counted_employer(_values(vote, before=False)): 1}))
 
 
-@event.listens_for(Vote, "after_update")
 def _count_updated(_mapper: Any, connection: Connection, vote: Vote) -> None:
     changes = Counter({counted_employer(_values(vote, before=False)): 1})
     changes.subtract({counted_employer(_values(vote, before=True)): 1})
     _apply(connection, changes)
 
 
-@event.listens_for(Vote, "after_delete")
 def _count_deleted(_mapper: Any, connection: Connection, vote: Vote) -> None:
     changes: Counter = Counter()
     changes.subtract({counted_employer(_values(vote, before=True)): 1})
     _apply(connection, changes)
+
+
+# Registered by create_app (events.py): the employers' stored counts, in the change's flush.
+LISTENERS = (
+    (Vote, "after_insert", _count_inserted, {}),
+    (Vote, "after_update", _count_updated, {}),
+    (Vote, "after_delete", _count_deleted, {}),
+)
 
 
 def recount_votes(employer_ids: Iterable[uuid.UUID] | None = None) -> None:

@@ -13,7 +13,6 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    event,
     func,
     literal,
     select,
@@ -178,17 +177,14 @@ def _change_count(connection: Connection, location_id: uuid.UUID, kind: str, del
     )
 
 
-@event.listens_for(Listing, "after_insert", propagate=True)
 def count_inserted(_mapper, connection: Connection, listing: Listing) -> None:
     _change_count(connection, listing.location_id, listing.kind, 1)
 
 
-@event.listens_for(Listing, "after_delete", propagate=True)
 def count_deleted(_mapper, connection: Connection, listing: Listing) -> None:
     _change_count(connection, listing.location_id, listing.kind, -1)
 
 
-@event.listens_for(Session, "after_flush")
 def turn_revisions(session: Session, _context: object) -> None:
     """After a flush that changed what list pages show, turn their revisions: in at most
     one statement whatever the number of rows (a category rename touches all its listings).
@@ -213,6 +209,14 @@ def turn_revisions(session: Session, _context: object) -> None:
             .where(tuple_(counts.c.location_id, counts.c.kind).in_(of_listings))
             .values(revision=new_revision())
         )
+
+
+# Registered by create_app (events.py): the counts and revisions, in the change's flush.
+LISTENERS = (
+    (Listing, "after_insert", count_inserted, {"propagate": True}),
+    (Listing, "after_delete", count_deleted, {"propagate": True}),
+    (Session, "after_flush", turn_revisions, {}),
+)
 
 
 def recount_listings() -> None:

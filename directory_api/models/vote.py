@@ -13,7 +13,6 @@ from sqlalchemy import (
     Select,
     String,
     Text,
-    event,
     false,
     literal,
 )
@@ -161,9 +160,12 @@ def turn_vote_revisions(connection: Connection, locations: Select | Iterable[uui
     )
 
 
-@event.listens_for(Session, "after_flush")
 def turn_revisions_of_votes(session: Session, _context: object) -> None:
     """After a flush that added, changed or deleted votes, turn their locations' revisions."""
     changed = (*session.new, *session.dirty, *session.deleted)
     locations = {item.location_id for item in changed if isinstance(item, Vote)}
     turn_vote_revisions(session.connection(), locations)
+
+
+# Registered by create_app (events.py).
+LISTENERS = ((Session, "after_flush", turn_revisions_of_votes, {}),)
