@@ -1,7 +1,11 @@
 """Flask CLI commands: create-super, seed-demo, outbox send|worker|rekey, listings recount,
-retention run, privacy erase|export."""
+retention run, privacy erase|export; and the outbox worker's loop with its housekeeping."""
 
 import json
+import logging
+import threading
+import time
+from collections.abc import Callable
 
 import click
 from flask import current_app
@@ -12,13 +16,17 @@ from sqlalchemy import select
 from . import demo
 from .credentials import set_password
 from .extensions import db
+from .idempotency import purge_expired_idempotency_keys
 from .models import User
 from .models.listing import recount_listings
-from .outbox import deliver_due, run_worker
+from .outbox import deliver_due
 from .privacy import erase, export, rekey_outbox, run_retention
 from .schemas.fields import Email
 from .schemas.passwords import password_problems
 from .vote_integrity import recount_votes
+
+# The worker logs as the outbox it serves (what operators filter on).
+log = logging.getLogger("directory_api.outbox")
 
 
 def _address(email: str) -> str:
@@ -95,6 +103,68 @@ def seed_demo() -> None:
     for user in demo.DEMO_USERS:
         roles = ", ".join(f"{role} of {slug}" for slug, role in user.roles)
         click.echo(f'  {user.email}  password "{user.password}"  ({roles})')
+
+
+# The outbox worker's loop -------------------------------------------------------------
+
+# The worker waits this long after a failed pass (doubling, up to the cap) before the next.
+WORKER_RETRY_FIRST = 1.0
+WORKER_RETRY_CAP = 60.0
+
+
+# Housekeeping the worker does besides delivering, and how often (seconds): expired
+# idempotency records hourly, retention (privacy.py) daily. Each runs at start-up too.
+def purge_idempotency_keys() -> None:
+    purged = purge_expired_idempotency_keys()
+    if purged:
+        log.info("purged %d expired idempotency records", purged)
+
+
+def apply_retention() -> None:
+    run_retention()
+
+
+HOUSEKEEPING: list[tuple[float, Callable[[], None]]] = [
+    (3600.0, purge_idempotency_keys),
+    (86400.0, apply_retention),
+]
+
+
+def run_worker(
+    interval: float, stop_after: int | None = None, stop: threading.Event | None = None
+) -> None:
+    """Deliver forever (or for `stop_after` passes, or until `stop` is set), sleeping
+    `interval` seconds when idle, and do the housekeeping when it is due. An outage of the
+    database or of SMTP never ends it: a failed pass is logged and retried with backoff,
+    and delivery resumes on its own."""
+    stop = stop or threading.Event()
+    passes = 0
+    retry = WORKER_RETRY_FIRST
+    last_done = [-period for period, _ in HOUSEKEEPING]
+    while not stop.is_set() and (stop_after is None or passes < stop_after):
+        passes += 1
+        try:
+            for index, (period, task) in enumerate(HOUSEKEEPING):
+                if time.monotonic() - last_done[index] >= period:
+                    task()
+                    last_done[index] = time.monotonic()
+            report = deliver_due()
+        except Exception as error:  # the database went away mid-pass, most likely
+            db.session.rollback()
+            db.session.remove()
+            log.error("outbox pass failed (%s); retrying in %gs", describe(error), retry)
+            stop.wait(retry)
+            retry = min(retry * 2, WORKER_RETRY_CAP)
+            continue
+        retry = WORKER_RETRY_FIRST
+        if report.sent == 0 and report.failed == 0:
+            stop.wait(interval)
+
+
+def describe(error: Exception) -> str:
+    """The kind of error and its first line (database messages can run to many lines)."""
+    text = str(error).strip().splitlines()
+    return type(error).__name__ + (f": {text[0][:200]}" if text else "")
 
 
 outbox = AppGroup("outbox", help="Deliver the mail waiting in the outbox.")

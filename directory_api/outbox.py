@@ -18,7 +18,6 @@ import smtplib
 import socket
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -290,67 +289,3 @@ def deliver_due(limit: int = 500) -> DeliveryReport:
             # The body (and any link in it) is not kept once delivered (API.md 9).
             _settle(claim, status=OutboxStatus.SENT, sent_at=utcnow(), body="")
     return report
-
-
-# The worker waits this long after a failed pass (doubling, up to the cap) before the next.
-WORKER_RETRY_FIRST = 1.0
-WORKER_RETRY_CAP = 60.0
-
-
-# Housekeeping the worker does besides delivering, and how often (seconds): expired
-# idempotency records hourly, retention (privacy.py) daily. Each runs at start-up too.
-def purge_idempotency_keys() -> None:
-    from .idempotency import purge_expired_idempotency_keys
-
-    purged = purge_expired_idempotency_keys()
-    if purged:
-        log.info("purged %d expired idempotency records", purged)
-
-
-def apply_retention() -> None:
-    from .privacy import run_retention
-
-    run_retention()
-
-
-HOUSEKEEPING: list[tuple[float, Callable[[], None]]] = [
-    (3600.0, purge_idempotency_keys),
-    (86400.0, apply_retention),
-]
-
-
-def run_worker(
-    interval: float, stop_after: int | None = None, stop: threading.Event | None = None
-) -> None:
-    """Deliver forever (or for `stop_after` passes, or until `stop` is set), sleeping
-    `interval` seconds when idle, and do the housekeeping when it is due. An outage of the
-    database or of SMTP never ends it: a failed pass is logged and retried with backoff,
-    and delivery resumes on its own."""
-    stop = stop or threading.Event()
-    passes = 0
-    retry = WORKER_RETRY_FIRST
-    last_done = [-period for period, _ in HOUSEKEEPING]
-    while not stop.is_set() and (stop_after is None or passes < stop_after):
-        passes += 1
-        try:
-            for index, (period, task) in enumerate(HOUSEKEEPING):
-                if time.monotonic() - last_done[index] >= period:
-                    task()
-                    last_done[index] = time.monotonic()
-            report = deliver_due()
-        except Exception as error:  # the database went away mid-pass, most likely
-            db.session.rollback()
-            db.session.remove()
-            log.error("outbox pass failed (%s); retrying in %gs", describe(error), retry)
-            stop.wait(retry)
-            retry = min(retry * 2, WORKER_RETRY_CAP)
-            continue
-        retry = WORKER_RETRY_FIRST
-        if report.sent == 0 and report.failed == 0:
-            stop.wait(interval)
-
-
-def describe(error: Exception) -> str:
-    """The kind of error and its first line (database messages can run to many lines)."""
-    text = str(error).strip().splitlines()
-    return type(error).__name__ + (f": {text[0][:200]}" if text else "")

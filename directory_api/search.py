@@ -16,14 +16,12 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, case, literal_column, select, text
 
+from .autogenerate import SQLITE_SEARCH_TABLE
 from .errors import abort
 from .extensions import db
 from .models.listing import Listing
 from .models.reference import Category
 from .schemas.fields import CONTROL, CONTROL_CHARACTERS, WHITESPACE
-
-# Migration 0003's FTS5 table (SQLite only; it and its shadow tables are not in the models).
-SQLITE_SEARCH_TABLE = "listings_fts"
 
 
 def fold(text: str | None) -> str:

@@ -21,9 +21,10 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
+from directory_api.cli import run_worker
 from directory_api.extensions import db
 from directory_api.models import OutboxMessage, OutboxStatus, Region, User, utcnow
-from directory_api.outbox import deliver_due, queue_mail, run_worker
+from directory_api.outbox import deliver_due, queue_mail
 from directory_api.timeouts import unbounded
 
 from .conftest import PG_URL, PROBLEM, Clock, queued_mail, send_outbox, signed_in, smtp_settings

@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy
 from sqlalchemy import select
 
+from directory_api.cli import run_worker
 from directory_api.extensions import db
 from directory_api.models import (
     GrantedRole,
@@ -23,7 +24,7 @@ from directory_api.models import (
     utcnow,
 )
 from directory_api.models.token import TokenPurpose
-from directory_api.outbox import MAX_ATTEMPTS, run_worker
+from directory_api.outbox import MAX_ATTEMPTS
 
 from .conftest import link_in, queued_mail, send_outbox, signed_in, smtp_settings
 from .factories import PASSWORD, make_location, make_user, make_vote, save
