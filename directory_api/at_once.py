@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from threading import Lock
 from typing import Any
 
-from flask import Flask, Response, current_app, g
+from flask import Flask, Response, current_app, g, got_request_exception
 from werkzeug.exceptions import TooManyRequests
 
 RETRY_AFTER = 5  # seconds; an export of 30,000 rows takes about one when it runs alone
@@ -101,13 +101,14 @@ class SlotStream:
 EXPORTS = Slots("EXPORTS_AT_ONCE")
 
 
-def give_back_after_failure(error: BaseException | None) -> None:
+def give_back_after_failure(_app: Flask, **_extra: Any) -> None:
     """A request that failed after its view took a slot: the stream it made will never be
     sent, nor closed; give its slot back now (once: a closed stream gave it back already)."""
     slot = g.pop("streaming_slot", None)
-    if error is not None and slot is not None:
+    if slot is not None:
         slot.give_back()
 
 
 def init_slots(app: Flask) -> None:
-    app.teardown_request(give_back_after_failure)
+    # A signal, sent only for a request that fails: the others pay nothing for it.
+    got_request_exception.connect(give_back_after_failure, app)

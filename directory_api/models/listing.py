@@ -156,10 +156,13 @@ def new_revision() -> int:
     return secrets.randbits(62)
 
 
+# The INSERT that can be an upsert (`on_conflict_do_update`), by database.
+UPSERTS = {"postgresql": postgresql_insert, "sqlite": sqlite_insert}
+
+
 def upsert(connection: Connection, table: Table) -> Any:
-    """An INSERT that can be an upsert (`on_conflict_do_update`) in the connection's SQL."""
-    insert = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
-    return insert(table)
+    """An INSERT that can be an upsert in the connection's SQL."""
+    return UPSERTS[connection.dialect.name](table)
 
 
 def _change_count(connection: Connection, location_id: uuid.UUID, kind: str, delta: int) -> None:

@@ -1,9 +1,11 @@
 """Votes (testimonials) submitted by the public about a location's businesses and employers."""
 
 import enum
+import functools
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -31,7 +33,7 @@ from .base import (
     TimestampMixin,
     foreign_id,
 )
-from .listing import Employer, new_revision, upsert
+from .listing import UPSERTS, Employer, new_revision, upsert
 
 
 class VoteType(enum.StrEnum):
@@ -140,24 +142,33 @@ class VoteRevision(db.Model):
     revision: Mapped[int] = mapped_column(BigInteger)
 
 
+def _turned(statement: Any) -> Any:
+    """`statement` (an insert into vote_revisions) as an upsert that turns the revision."""
+    return statement.on_conflict_do_update(
+        index_elements=["location_id"], set_={"revision": statement.excluded.revision}
+    )
+
+
+@functools.cache
+def _turn_by_id(dialect: str) -> Any:
+    """The upsert of a location's revision, built once per database: building a statement
+    and its cache key costs more than running it, on every vote written."""
+    return _turned(UPSERTS[dialect](VoteRevision.__table__))
+
+
 def turn_vote_revisions(connection: Connection, locations: Select | Iterable[uuid.UUID]) -> None:
     """A new revision for the votes of these locations: ids, or a statement selecting
     them (distinct, and with a WHERE clause: SQLite's upsert from a SELECT needs one)."""
-    statement = upsert(connection, VoteRevision.__table__)
     if isinstance(locations, Select):
-        columns = ["location_id", "revision"]
-        statement = statement.from_select(columns, locations.add_columns(literal(new_revision())))
-    else:
-        ids = sorted(set(locations))  # in one order, so two transactions never deadlock
-        if not ids:
-            return
-        rows = [{"location_id": id_, "revision": new_revision()} for id_ in ids]
-        statement = statement.values(rows)
-    connection.execute(
-        statement.on_conflict_do_update(
-            index_elements=["location_id"], set_={"revision": statement.excluded.revision}
+        statement = upsert(connection, VoteRevision.__table__).from_select(
+            ["location_id", "revision"], locations.add_columns(literal(new_revision()))
         )
-    )
+        connection.execute(_turned(statement))
+        return
+    ids = sorted(set(locations))  # in one order, so two transactions never deadlock
+    if ids:
+        rows = [{"location_id": id_, "revision": new_revision()} for id_ in ids]
+        connection.execute(_turn_by_id(connection.dialect.name), rows)
 
 
 def turn_revisions_of_votes(session: Session, _context: object) -> None:
