@@ -132,22 +132,19 @@ def database_urls(kind: str, name: str = "bench") -> str:
 def seed(database_url: str, *, filler_locations: int) -> None:
     """Migrate and load the bench data straight through SQLAlchemy Core (fast)."""
     from flask_migrate import upgrade
-    from sqlalchemy import insert, select, text
+    from sqlalchemy import select, text
 
     from directory_api import create_app
     from directory_api.credentials import hash_password
     from directory_api.extensions import db
     from directory_api.models import (
         Category,
-        Listing,
-        ListingSocial,
         Location,
         Region,
         Social,
         User,
     )
     from directory_api.models.listing import recount_listings
-    from directory_api.search import fold, search_text
     from directory_api.vote_integrity import recount_votes
 
     # Seeding a million rows is maintenance, not a request: no statement timeout.
@@ -185,37 +182,16 @@ def seed(database_url: str, *, filler_locations: int) -> None:
             db.session.commit()
             started = time.monotonic()
             for chunk_start in range(0, size, 5_000):
-                rows, links = [], []
-                for number in range(chunk_start, min(size, chunk_start + 5_000)):
-                    name = f"{rng.choice(WORDS_A).title()} {rng.choice(WORDS_B).title()} {number}"
-                    description = "Family run since 1990, open every day."
-                    listing_id = uuid.uuid4()
-                    rows.append(
-                        {
-                            "id": listing_id,
-                            "kind": "business",
-                            "location_id": location.id,
-                            "slug": f"b-{number}",
-                            "name": name,
-                            "subcategory_id": cafes.id,
-                            "description": description,
-                            "branch": None,
-                            "search_name": fold(name),
-                            "search_text": search_text(name, None, description, "Cafés"),
-                            "created_at": now,
-                            "updated_at": now,
-                        }
-                    )
-                    links.append(
-                        {
-                            "listing_id": listing_id,
-                            "social_id": instagram.id,
-                            "url": f"https://instagram.com/b{number}",
-                            "position": 0,
-                        }
-                    )
-                db.session.execute(insert(Listing.__table__), rows)
-                db.session.execute(insert(ListingSocial.__table__), links)
+                numbers = range(chunk_start, min(size, chunk_start + 5_000))
+                insert_businesses(
+                    db.session,
+                    location.id,
+                    cafes,
+                    instagram,
+                    numbers,
+                    now,
+                    name_of=lambda number: bench_name(rng, number),
+                )
                 db.session.commit()
             print(
                 f"  seeded {slug}: {size} businesses in {time.monotonic() - started:.0f}s",
@@ -231,6 +207,56 @@ def seed(database_url: str, *, filler_locations: int) -> None:
             with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
                 c.execute(text("VACUUM ANALYZE"))
         db.engine.dispose()
+
+
+def bench_name(rng: random.Random, number: int) -> str:
+    """A business name of two words (the searches' vocabulary) and its number."""
+    return f"{rng.choice(WORDS_A).title()} {rng.choice(WORDS_B).title()} {number}"
+
+
+def insert_businesses(
+    session, location_id, subcategory, social, numbers, now: datetime, *, name_of
+) -> None:
+    """Businesses numbered `numbers` at a location, each in `subcategory` with one link to
+    `social`, inserted past the ORM (rows through it would take minutes): their search
+    columns filled as the ORM would (search.py). Counts and revisions are the caller's to
+    recount (`recount_listings`). Also the seed of tests/test_server.py's export test."""
+    from sqlalchemy import insert
+
+    from directory_api.models import Listing, ListingSocial
+    from directory_api.search import fold, search_text
+
+    description = "Family run since 1990, open every day."
+    rows, links = [], []
+    for number in numbers:
+        name = name_of(number)
+        listing_id = uuid.uuid4()
+        rows.append(
+            {
+                "id": listing_id,
+                "kind": "business",
+                "location_id": location_id,
+                "slug": f"b-{number}",
+                "name": name,
+                "subcategory_id": subcategory.id,
+                "description": description,
+                "branch": None,
+                "search_name": fold(name),
+                "search_text": search_text(name, None, description, subcategory.name),
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        links.append(
+            {
+                "listing_id": listing_id,
+                "social_id": social.id,
+                "url": f"https://instagram.com/b{number}",
+                "position": 0,
+            }
+        )
+    session.execute(insert(Listing.__table__), rows)
+    session.execute(insert(ListingSocial.__table__), links)
 
 
 def seed_votes(location, now: datetime, employers: int = 200, votes: int = 100_000) -> None:

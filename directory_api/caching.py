@@ -62,13 +62,14 @@ def answer_if_known(*revision: Hashable, streamed: bool = False) -> Response | N
     answered for them last: a 304 when the client holds its ETag, else the answer again
     when it was kept; None when the read must do its work (and its answer is then kept, by
     `cache_headers`). A `streamed` answer's ETag is known without answering it first."""
-    key = g.answer_key = request_key(*revision, period()) if streamed else request_key(*revision)
     if streamed:
+        key = g.answer_key = request_key(*revision, period())
         # "*" is left to the read: it would match an export whose query is refused (422).
         if request.if_none_match.star_tag:
             return None
         kept, tag = None, streamed_tag(key)
     else:
+        key = g.answer_key = request_key(*revision)
         kept = KNOWN_ANSWERS.get(key)
         tag = kept[0] if kept is not None else KNOWN_TAGS.get(key)
     if tag is None:

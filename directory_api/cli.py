@@ -120,13 +120,9 @@ def purge_idempotency_keys() -> None:
         log.info("purged %d expired idempotency records", purged)
 
 
-def apply_retention() -> None:
-    run_retention()
-
-
-HOUSEKEEPING: list[tuple[float, Callable[[], None]]] = [
+HOUSEKEEPING: list[tuple[float, Callable[[], object]]] = [
     (3600.0, purge_idempotency_keys),
-    (86400.0, apply_retention),
+    (86400.0, run_retention),
 ]
 
 

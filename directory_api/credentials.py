@@ -280,10 +280,9 @@ def invite(
     invitation mail. An account that exists is never pulled in without consent (API.md 9):
     it gets a pending grant, which works while `by` could still make it, and a mail with
     the link that accepts it once signed in (a still-invited account registers through its
-    invitation first). The one exception is a
-    still-invited account invited again to a role it already holds: that resends its
-    invitation (a fresh link). An account that existed keeps its name, and the inviter is
-    shown only its id, e-mail and status.
+    invitation first). The one exception is a still-invited account invited again to a
+    role it already holds: that resends its invitation (a fresh link). An account that
+    existed keeps its name, and the inviter is shown only its id, e-mail and status.
     """
     user = find_user_by_email(email)
     existed = user is not None

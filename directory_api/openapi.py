@@ -283,10 +283,10 @@ def operation(
         errors[404] = "No such resource (or not visible to you)."
     if declared.conflicts:
         errors[409] = "Conflicts with existing data (taken slug or e-mail, still in use …)."
-    if declared.limits:
-        errors[429] = "Rate limited; see Retry-After."
-    if declared.csv:
+    if declared.csv:  # at_once.py's cap, besides its limit
         errors[429] = "Rate limited, or too many exports streaming at once; see Retry-After."
+    elif declared.limits:
+        errors[429] = "Rate limited; see Retry-After."
     errors |= declared.failures
     for status, description in sorted(errors.items()):
         op["responses"].setdefault(str(status), problem(description))

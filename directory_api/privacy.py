@@ -86,7 +86,9 @@ def run_retention(now: datetime | None = None) -> RetentionReport:
             .values(your_name=None, your_email=None, your_phone=None, redacted_at=now)
             .execution_options(synchronize_session=False)
         )
-        turn_vote_revisions(db.session.connection(), locations_of(ids))  # past the ORM
+        # Past the ORM: their locations' votes turn a revision here.
+        locations = select(Vote.location_id).where(Vote.id.in_(ids)).distinct()
+        turn_vote_revisions(db.session.connection(), locations)
 
     report.votes_redacted = _in_batches(redact_due, redact)
 
@@ -133,11 +135,6 @@ def _delete_in_batches(model: Any, ids_stmt: Select) -> int:
             delete(model).where(model.id.in_(ids)).execution_options(synchronize_session=False)
         ),
     )
-
-
-def locations_of(vote_ids: list) -> Select:
-    """The locations of these votes, once each."""
-    return select(Vote.location_id).where(Vote.id.in_(vote_ids)).distinct()
 
 
 def _votes_of(email: str) -> Select:
@@ -197,15 +194,18 @@ def export(email: str) -> dict[str, Any]:
 
 def erase(email: str) -> dict[str, int]:
     """Delete every vote submitted with `email` and every message to or for it."""
-    votes = db.session.execute(_votes_of(email).with_only_columns(Vote.id, Vote.employer_id)).all()
-    vote_ids = [vote_id for vote_id, _ in votes]
+    votes = db.session.execute(
+        _votes_of(email).with_only_columns(Vote.id, Vote.employer_id, Vote.location_id)
+    ).all()
+    vote_ids = [vote.id for vote in votes]
     # Deleting an original releases its duplicates (ON DELETE SET NULL): they count again.
-    employers = {employer_id for _, employer_id in votes} | set(
+    employers = {vote.employer_id for vote in votes} | set(
         db.session.scalars(select(Vote.employer_id).where(Vote.duplicate_of_id.in_(vote_ids)))
     )
     message_ids = [message.id for message in _messages_of(email)]
-    for start in range(0, len(vote_ids), BATCH):  # before they are gone, past the ORM
-        turn_vote_revisions(db.session.connection(), locations_of(vote_ids[start : start + BATCH]))
+    # Past the ORM: their locations' votes turn a revision here (duplicates released by the
+    # deletes are votes of the same locations).
+    turn_vote_revisions(db.session.connection(), {vote.location_id for vote in votes})
     for model, ids in ((Vote, vote_ids), (OutboxMessage, message_ids)):
         for start in range(0, len(ids), BATCH):
             db.session.execute(

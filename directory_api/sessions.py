@@ -22,8 +22,10 @@ back only as a JSON object (Flask-Session falls back to `pickle.loads`, and cach
 store pickles: either would run code planted in the store); anything else is no session.
 It is stored under a keyed hash of its id (HMAC-SHA256 under a key derived from
 SECRET_KEY), never the id itself, so a copy of the store (Redis' files, a backup, the
-session folder) holds no id that works as a cookie. Sessions stored under their bare id,
-before this, are not found: they end, and their users sign in again once.
+session folder) holds no id that works as a cookie. Each stored value is sealed with an
+HMAC of itself and that key, so whoever can write to the store can neither forge a session
+nor move one to another cookie. Sessions stored before this (bare ids, unsealed values)
+are not found: they end, and their users sign in again once.
 """
 
 import contextlib
@@ -154,6 +156,12 @@ class SessionLifetimeMixin:
         log.warning("a stored session that this service did not seal was ignored")
         return None
 
+    def _retrieve_session_data(self, store_id: str) -> dict | None:
+        return self._unseal(store_id, self._read(store_id))
+
+    def _read(self, store_id: str) -> Any:
+        raise NotImplementedError
+
     def open_session(self, app: Flask, request: Request) -> ServerSideSession:
         try:
             session = super().open_session(app, request)  # type: ignore[misc]
@@ -230,8 +238,8 @@ def end_if_too_old(app: Flask, session: ServerSideSession) -> None:
 
 
 class FileSessionInterface(SessionLifetimeMixin, CacheLibSessionInterface):
-    def _retrieve_session_data(self, store_id: str) -> dict | None:
-        return self._unseal(store_id, self.cache.get(store_id))
+    def _read(self, store_id: str) -> Any:
+        return self.cache.get(store_id)
 
     def _write(
         self, store_id: str, session: ServerSideSession, seconds: int, *, only_if_present: bool
@@ -242,8 +250,8 @@ class FileSessionInterface(SessionLifetimeMixin, CacheLibSessionInterface):
 
 
 class RedisSessions(SessionLifetimeMixin, RedisSessionInterface):
-    def _retrieve_session_data(self, store_id: str) -> dict | None:
-        return self._unseal(store_id, self.client.get(store_id))
+    def _read(self, store_id: str) -> Any:
+        return self.client.get(store_id)
 
     def _write(
         self, store_id: str, session: ServerSideSession, seconds: int, *, only_if_present: bool

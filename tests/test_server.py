@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -387,11 +386,10 @@ EXPORTERS = 20
 @pytest.fixture
 def big_location(app):
     """A location with 30,000 businesses, each with a subcategory and a social link, written
-    with bulk SQL (rows through the API would take minutes), and their stored count."""
-    from sqlalchemy import insert
-
+    with bulk SQL as the bench seeds its own (rows through the API would take minutes), and
+    their stored count."""
+    from bench.run import insert_businesses
     from directory_api.extensions import db
-    from directory_api.models import Listing, ListingSocial
     from directory_api.models.listing import recount_listings
     from directory_api.timeouts import unbounded
 
@@ -400,37 +398,16 @@ def big_location(app):
     location = make_location("big")
     cafes = make_category("cafes", parent=make_category("food"))
     instagram = make_social("instagram")
-    now = datetime.now(UTC)
-    listings, links = [], []
-    for number in range(LISTINGS):
-        listing_id = uuid.uuid4()
-        name = f"Business {number}"
-        listings.append(
-            {
-                "id": listing_id,
-                "kind": "business",
-                "location_id": location.id,
-                "slug": f"b-{number}",
-                "name": name,
-                "subcategory_id": cafes.id,
-                "description": "Family run since 1990, open every day.",
-                "search_name": name.lower(),
-                "search_text": name.lower(),
-                "created_at": now,
-                "updated_at": now,
-            }
-        )
-        links.append(
-            {
-                "listing_id": listing_id,
-                "social_id": instagram.id,
-                "url": f"https://instagram.com/b{number}",
-                "position": 0,
-            }
-        )
     with unbounded(db.session.connection()):  # a bulk load, not a request
-        db.session.execute(insert(Listing.__table__), listings)
-        db.session.execute(insert(ListingSocial.__table__), links)
+        insert_businesses(
+            db.session,
+            location.id,
+            cafes,
+            instagram,
+            range(LISTINGS),
+            datetime.now(UTC),
+            name_of=lambda number: f"Business {number}",
+        )
         recount_listings()
     db.session.commit()
     return location
