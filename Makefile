@@ -39,9 +39,10 @@ bench: install  ## load gunicorn with wrk on SQLite and PostgreSQL + Redis; writ
 bench-instructions: install  ## callgrind instructions per request, every scenario (minutes); writes bench/INSTRUCTIONS.md
 	$(BIN)/python bench/instructions.py
 
-lint: install
+lint: install  ## ruff, and the layers' contract (import-linter, in setup.cfg)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 format: install
 	$(BIN)/ruff check --fix .

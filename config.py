@@ -4,7 +4,7 @@ parser of its kind (documented once, in README.md).
 A value of the wrong kind stops the start with one line naming the variable and what it
 accepts (`SettingsError`, from get_config()); values that are readable but cannot work
 (a timeout of 0, a weak SECRET_KEY in production) are refused by
-directory_api/settings.py, in the same way.
+directory_api/platform/settings.py, in the same way.
 """
 
 import math
@@ -187,7 +187,7 @@ class Config:
     SECRET_KEY = env("SECRET_KEY")
     # None means "SQLite in the instance folder"; create_app() fills in the path.
     SQLALCHEMY_DATABASE_URI = env_database_url("DATABASE_URL")
-    # Every wait on a backing service is bounded (directory_api/timeouts.py), so a stalled
+    # Every wait on a backing service is bounded (directory_api/platform/timeouts.py), so a stalled
     # dependency answers 503 within seconds instead of hanging the request.
     DATABASE_CONNECT_TIMEOUT = env_int("DATABASE_CONNECT_TIMEOUT", 3)  # seconds (libpq: ≥ 2)
     DATABASE_STATEMENT_TIMEOUT = env_float("DATABASE_STATEMENT_TIMEOUT", 5.0)  # seconds; 0: none
@@ -207,7 +207,7 @@ class Config:
     SESSION_TOUCH_INTERVAL = env_int("SESSION_TOUCH_INTERVAL", 300)
     SESSION_IDLE_LIFETIME = timedelta(hours=env_int("SESSION_IDLE_HOURS", 12))
     PERMANENT_SESSION_LIFETIME = timedelta(days=env_int("SESSION_REMEMBER_DAYS", 14))
-    # However active, a session ends this long after its sign-in (directory_api/sessions.py).
+    # However active, a session ends this long after its sign-in (platform/sessions.py).
     SESSION_MAX_LIFETIME = timedelta(days=env_int("SESSION_MAX_DAYS", 30))
     SESSION_KEY_PREFIX = env("SESSION_KEY_PREFIX", "session:")
     SESSION_COOKIE_NAME = env("SESSION_COOKIE_NAME", "session")
@@ -243,7 +243,7 @@ class Config:
     RATELIMIT_TOKENS_PER_IP = env_rate_limit("RATELIMIT_TOKENS_PER_IP", "20/hour")
     RATELIMIT_VOTES_PER_IP = env_rate_limit("RATELIMIT_VOTES_PER_IP", "10/hour")
     RATELIMIT_EXPORTS_PER_IP = env_rate_limit("RATELIMIT_EXPORTS_PER_IP", "30/hour")
-    # CSV exports streaming at once in one process (directory_api/at_once.py); one more is
+    # CSV exports streaming at once in one process (directory_api/platform/at_once.py); one more is
     # answered 429 rather than take a thread, a connection and CPU from every other request.
     EXPORTS_AT_ONCE = env_int("EXPORTS_AT_ONCE", 2)
 

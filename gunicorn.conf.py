@@ -50,7 +50,7 @@ control_socket_disable = control_socket is None
 # worker starts, with one line (an exception here would be a page of gunicorn's traceback).
 # Values that are readable but cannot work stop the first worker (gunicorn_worker.py).
 # The master also refuses an EXPORTS_AT_ONCE that would let exports take every thread: a
-# process streams that many at most (directory_api/at_once.py), and one thread at least is
+# process streams that many at most (directory_api/platform/at_once.py), and one thread at least is
 # left for the other requests (a single thread has none to leave: it serves one at a time).
 try:
     exports_at_once = get_config().EXPORTS_AT_ONCE

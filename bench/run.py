@@ -136,7 +136,6 @@ def seed(database_url: str, *, filler_locations: int) -> None:
 
     from directory_api import create_app
     from directory_api.credentials import hash_password
-    from directory_api.extensions import db
     from directory_api.models import (
         Category,
         Location,
@@ -145,6 +144,7 @@ def seed(database_url: str, *, filler_locations: int) -> None:
         User,
     )
     from directory_api.models.listing import recount_listings
+    from directory_api.platform.extensions import db
     from directory_api.vote_integrity import recount_votes
 
     # Seeding a million rows is maintenance, not a request: no statement timeout.
@@ -263,8 +263,8 @@ def seed_votes(location, now: datetime, employers: int = 200, votes: int = 100_0
     """`votes` active employer votes at `location`, spread unevenly over `employers`."""
     from sqlalchemy import insert
 
-    from directory_api.extensions import db
     from directory_api.models import Listing, Vote
+    from directory_api.platform.extensions import db
 
     rng = random.Random(11)
     employer_rows = [
@@ -323,7 +323,7 @@ def queries_per_list(database_url: str) -> dict[int, int]:
     def record(*args: object) -> None:
         statements.append(args[2])
 
-    # Every engine: on PostgreSQL reads have their own (directory_api/reads.py). Removed
+    # Every engine: on PostgreSQL reads have their own (directory_api/platform/reads.py). Removed
     # after: left on, it kept every later statement of this process (the export's, whose
     # memory is measured next: 2.5 MiB more at 100k rows, on PostgreSQL).
     event.listen(Engine, "before_cursor_execute", record)

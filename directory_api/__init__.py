@@ -11,26 +11,28 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from config import get_config
 
 # Every model registered before Alembic looks.
-from . import audit, models, reads, search, vote_integrity
-from .at_once import init_slots
-from .bodies import APIRequest
-from .caching import register_caching
-from .cors import ALLOWED_HEADERS, EXPOSED_HEADERS, MAX_AGE
+from . import audit, models, search, vote_integrity
 from .credentials import init_password_hasher
-from .crypto import init_keys
 from .endpoints import check_declared
-from .errors import register_error_handlers
-from .events import listen
-from .extensions import db, limiter, login_manager, mail, migrate
-from .json_provider import JSONProvider
-from .limits import check_only_limited_routes, guard_limit_headers
-from .logs import configure_logging, register_request_logging
+from .platform import reads
+from .platform.at_once import init_slots
+from .platform.autogenerate import include_in_migrations
+from .platform.bodies import APIRequest
+from .platform.caching import register_caching
+from .platform.cors import ALLOWED_HEADERS, EXPOSED_HEADERS, MAX_AGE
+from .platform.crypto import init_keys
+from .platform.errors import register_error_handlers
+from .platform.events import listen
+from .platform.extensions import db, limiter, login_manager, mail, migrate
+from .platform.json_provider import JSONProvider
+from .platform.limits import check_only_limited_routes, guard_limit_headers
+from .platform.logs import configure_logging, register_request_logging
+from .platform.reads import add_read_engine
+from .platform.sessions import init_sessions
+from .platform.settings import check_settings
+from .platform.slugs import SlugConverter
+from .platform.timeouts import bound_postgresql, database_engine_options, redis_options
 from .protection import register_protection
-from .reads import add_read_engine
-from .sessions import init_sessions
-from .settings import check_settings
-from .slugs import SlugConverter
-from .timeouts import bound_postgresql, database_engine_options, redis_options
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -102,7 +104,12 @@ def register_extensions(app: Flask) -> None:
         elif db.engine.dialect.name == "postgresql":
             bound_postgresql(app, db.engine)
             add_read_engine(app, db.engine)
-    migrate.init_app(app, db, directory=os.path.join(PROJECT_ROOT, "migrations"))
+    migrate.init_app(
+        app,
+        db,
+        directory=os.path.join(PROJECT_ROOT, "migrations"),
+        include_object=include_in_migrations(unmapped=(search.SQLITE_SEARCH_TABLE,)),
+    )
     login_manager.session_protection = None  # sessions are server-side and rotated at login
     login_manager.init_app(app)
     init_sessions(app)

@@ -8,9 +8,9 @@ from flask_login import current_user
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import lazyload
 
-from .errors import abort
-from .extensions import db, login_manager
 from .models import Location, Membership, Role, User
+from .platform.errors import abort
+from .platform.extensions import db, login_manager
 
 # Built once: who a session names, by the per-user session token a password change replaces.
 SIGNED_IN_USER = select(User).where(User.session_token == bindparam("token"))

@@ -38,10 +38,10 @@ from flask_login import current_user
 from sqlalchemy import inspect
 from sqlalchemy.orm import Session, SessionTransaction
 
-from .extensions import db
 from .models import AuditEntry, Location, Membership, RoleGrant, User
 from .models.base import Audit
-from .schemas.fields import timestamp_text
+from .platform.extensions import db
+from .platform.output import timestamp_text
 
 REDACTED = "[redacted]"
 

@@ -15,18 +15,18 @@ from sqlalchemy import select
 
 from . import demo
 from .credentials import set_password
-from .extensions import db
-from .idempotency import purge_expired_idempotency_keys
 from .models import User
 from .models.listing import recount_listings
-from .outbox import deliver_due
+from .platform.extensions import db
+from .platform.idempotency import purge_expired_idempotency_keys
+from .platform.outbox import deliver_due
 from .privacy import erase, export, rekey_outbox, run_retention
 from .schemas.fields import Email
 from .schemas.passwords import password_problems
 from .vote_integrity import recount_votes
 
 # The worker logs as the outbox it serves (what operators filter on).
-log = logging.getLogger("directory_api.outbox")
+log = logging.getLogger("directory_api.platform.outbox")
 
 
 def _address(email: str) -> str:

@@ -25,9 +25,6 @@ from flask import Flask, current_app, session
 from flask_login import login_user
 from sqlalchemy import ColumnElement, Select, and_, delete, select
 
-from .email_addresses import normalize_email
-from .errors import abort
-from .extensions import db
 from .models import (
     GrantedRole,
     Location,
@@ -40,8 +37,11 @@ from .models import (
     UserStatus,
     utcnow,
 )
-from .outbox import queue_mail
-from .sessions import SIGNED_IN_KEY, TOUCHED_KEY
+from .platform.email_addresses import normalize_email
+from .platform.errors import abort
+from .platform.extensions import db
+from .platform.outbox import queue_mail
+from .platform.sessions import SIGNED_IN_KEY, TOUCHED_KEY
 
 # Passwords: Argon2id
 

@@ -21,8 +21,6 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from .credentials import hash_password
-from .crypto import email_hash
-from .extensions import db
 from .models import (
     Category,
     Listing,
@@ -37,8 +35,10 @@ from .models import (
     VoteType,
     utcnow,
 )
+from .platform.crypto import email_hash
+from .platform.extensions import db
+from .platform.slugs import name_slug
 from .search import fold, search_text
-from .slugs import name_slug
 
 REGIONS = {"north": "North", "south": "South", "east": "East", "west": "West"}
 CATEGORIES = {

@@ -25,15 +25,16 @@ body rule silently.
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache, update_wrapper, wraps
+from functools import update_wrapper, wraps
 from typing import Any
 
 from flask import Flask, Response, current_app, g, jsonify, request
 from marshmallow import Schema
 
 from .access import Access, check_access, check_signed_in, get_location_or_404
-from .at_once import EXPORTS
-from .bodies import (
+from .models import Location
+from .platform.at_once import EXPORTS
+from .platform.bodies import (
     CSV_MIMETYPE,
     FORM_MIMETYPES,
     JSON_ONLY,
@@ -41,11 +42,11 @@ from .bodies import (
     load_csv_text,
     load_query,
 )
-from .caching import answer_if_known
-from .idempotency import idempotent as honour_idempotency_key
-from .models import Location
-from .pagination import Page, dumped, page_answer
-from .reads import read_in_transaction
+from .platform.caching import answer_if_known
+from .platform.idempotency import idempotent as honour_idempotency_key
+from .platform.output import dumped, schema_instance
+from .platform.pagination import Page, page_answer
+from .platform.reads import read_in_transaction
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,12 +114,6 @@ class Answer:
 
 
 DECLARATIONS: dict[Callable[..., Any], Endpoint] = {}
-
-
-@cache
-def schema_instance(schema: type[Schema], many: bool = False) -> Schema:
-    """One instance per schema class (making one deep-copies every field)."""
-    return schema(many=many)
 
 
 def answer(declaration: Endpoint, result: Any) -> Any:

@@ -18,11 +18,11 @@ from flask import Flask
 from marshmallow import INCLUDE, Schema, fields
 from werkzeug.routing import AnyConverter, Rule, UUIDConverter
 
-from .csv_export import columns
 from .endpoints import declaration_of
-from .idempotency import HEADER_PARAMETER
+from .platform.csv_export import columns
+from .platform.idempotency import HEADER_PARAMETER
+from .platform.slugs import SlugConverter
 from .schemas.base import TargetSchema
-from .slugs import SlugConverter
 
 VERSION = "1.0.0"
 ROLE_TEXT = {

@@ -21,9 +21,6 @@ from flask import current_app
 from sqlalchemy import Select, and_, delete, or_, select, type_coerce, update
 from sqlalchemy.types import Text
 
-from .crypto import email_hash, reencrypt
-from .email_addresses import normalize_email
-from .extensions import db
 from .models import (
     AuditEntry,
     OutboxMessage,
@@ -34,7 +31,10 @@ from .models import (
     turn_vote_revisions,
     utcnow,
 )
-from .schemas.fields import timestamp_text
+from .platform.crypto import email_hash, reencrypt
+from .platform.email_addresses import normalize_email
+from .platform.extensions import db
+from .platform.output import timestamp_text
 from .schemas.votes import VoteOut
 from .vote_integrity import recount_votes
 

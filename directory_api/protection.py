@@ -12,10 +12,10 @@ from flask import Flask, Response, current_app, g, request
 from flask_cors.core import get_cors_options, set_cors_headers
 from werkzeug.wsgi import get_content_length
 
-from .bodies import JSON_ONLY, check_media_type
-from .cors import PUBLIC_FORMS
 from .endpoints import current_declaration
-from .errors import abort
+from .platform.bodies import JSON_ONLY, check_media_type
+from .platform.cors import PUBLIC_FORMS
+from .platform.errors import abort
 
 log = logging.getLogger(__name__)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

@@ -24,10 +24,10 @@ from flask import current_app
 from sqlalchemy import Connection, bindparam, func, inspect, select, update
 
 from .credentials import new_token, presented_hash
-from .errors import abort
-from .extensions import db
 from .models import Listing, Location, Vote, VoteType, utcnow
-from .outbox import forget_messages_about, queue_mail
+from .platform.errors import abort
+from .platform.extensions import db
+from .platform.outbox import forget_messages_about, queue_mail
 
 RECEIPT_LIFETIME = timedelta(days=30)
 RECEIPT_WINDOW = timedelta(hours=24)

@@ -4,7 +4,7 @@ from logging.config import fileConfig
 from alembic import context
 from flask import current_app
 
-from directory_api.timeouts import unbounded
+from directory_api.platform.timeouts import unbounded
 
 # this is the Alembic Config object, which provides
 # access to the values within the .ini file in use.

@@ -34,10 +34,11 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from config import TestingConfig
-from directory_api import caching, create_app
-from directory_api.extensions import db, limiter
+from directory_api import create_app
 from directory_api.models import Location, Membership, Role, User, utcnow
-from directory_api.sessions import RedisSessions
+from directory_api.platform import caching
+from directory_api.platform.extensions import db, limiter
+from directory_api.platform.sessions import RedisSessions
 
 from .factories import PASSWORD, make_location, make_user
 
@@ -61,7 +62,7 @@ def forget_answers() -> None:
 @contextmanager
 def statements_run() -> Iterator[list[Executed]]:
     """The SQL statements run while the block runs, on every engine (on PostgreSQL reads
-    have their own: directory_api/reads.py), in order."""
+    have their own: directory_api/platform/reads.py), in order."""
     run: list[Executed] = []
 
     def record(_conn, _cursor, statement, parameters, *_rest) -> None:

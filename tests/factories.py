@@ -3,7 +3,6 @@
 from typing import Any
 
 from directory_api.credentials import hash_password
-from directory_api.extensions import db
 from directory_api.models import (
     Business,
     Category,
@@ -18,6 +17,7 @@ from directory_api.models import (
     Vote,
     VoteType,
 )
+from directory_api.platform.extensions import db
 
 PASSWORD = "correct horse battery"
 

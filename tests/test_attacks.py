@@ -13,7 +13,6 @@ import pytest
 
 from directory_api import credentials
 from directory_api.credentials import hash_password, hash_token
-from directory_api.extensions import db
 from directory_api.models import (
     Business,
     Employer,
@@ -25,6 +24,7 @@ from directory_api.models import (
     Vote,
     VoteType,
 )
+from directory_api.platform.extensions import db
 
 from .conftest import (
     NEW_PASSWORD,

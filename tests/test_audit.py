@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import select
 
 from directory_api import audit
-from directory_api.extensions import db
 from directory_api.models import AuditEntry, Region, User, utcnow
+from directory_api.platform.extensions import db
 
 from .conftest import (
     NEW_PASSWORD,

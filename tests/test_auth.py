@@ -141,7 +141,7 @@ def test_sessions_of_a_user_end_when_the_session_token_changes(app):
     assert client.get("/me/").status_code == 200
     # What a password change or reset does: every existing session stops working.
     user.rotate_session_token()
-    from directory_api.extensions import db
+    from directory_api.platform.extensions import db
 
     db.session.commit()
     assert client.get("/me/").status_code == 401
@@ -152,7 +152,7 @@ def test_a_removed_role_takes_effect_at_once(app):
     membership = grant(user, make_location("harbour"), Role.ADMIN)
     client = signed_in(app, "ann@example.com")
     assert client.get("/me/").get_json()["roles"] == [{"location": "harbour", "role": "admin"}]
-    from directory_api.extensions import db
+    from directory_api.platform.extensions import db
 
     db.session.delete(membership)
     db.session.commit()
@@ -327,7 +327,7 @@ def test_a_dead_session_is_deleted_not_kept_alive(app):
     user = make_user("ann@example.com")
     client = signed_in(app, "ann@example.com")
     user.rotate_session_token()
-    from directory_api.extensions import db
+    from directory_api.platform.extensions import db
 
     db.session.commit()
     response = client.get("/me/")
@@ -343,7 +343,7 @@ DAY = 24 * 60 * 60
 
 def stamp_sign_in(client, seconds_ago: int | None) -> None:
     """Rewrite when the client's stored session signed in (None: a session without one)."""
-    from directory_api.sessions import SIGNED_IN_KEY
+    from directory_api.platform.sessions import SIGNED_IN_KEY
 
     with client.session_transaction() as stored:
         if seconds_ago is None:
@@ -391,7 +391,7 @@ def test_a_session_signed_in_before_the_limit_counts_from_its_next_request(app):
     client = signed_in(app, "ann@example.com")
     stamp_sign_in(client, None)  # as sessions signed in before the limit existed are
     assert client.get("/me/").status_code == 200
-    from directory_api.sessions import SIGNED_IN_KEY
+    from directory_api.platform.sessions import SIGNED_IN_KEY
 
     with client.session_transaction() as stored:
         assert abs(stored[SIGNED_IN_KEY] - time.time()) < 60  # stamped by that request

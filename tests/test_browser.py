@@ -31,8 +31,8 @@ from flask import Flask
 from sqlalchemy import select
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from directory_api.extensions import db
 from directory_api.models import Region
+from directory_api.platform.extensions import db
 
 from .factories import PASSWORD, make_location, make_region, make_user
 

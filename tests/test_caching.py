@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import update
 
-from directory_api import caching, recent
-from directory_api.extensions import db
 from directory_api.models import Listing, utcnow
-from directory_api.recent import RecentlyUsed
+from directory_api.platform import caching, recent
+from directory_api.platform.extensions import db
+from directory_api.platform.recent import RecentlyUsed
 
 from .conftest import assert_problem, forget_answers, signed_in, statements_run
 from .factories import (

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from directory_api.extensions import db
+from directory_api.platform.extensions import db
 
 from .conftest import signed_in
 from .factories import PASSWORD, make_listing, make_location, make_user

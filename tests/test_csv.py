@@ -6,9 +6,9 @@ import io
 
 import pytest
 
-from directory_api import csv_export
-from directory_api.extensions import db
 from directory_api.models import Role
+from directory_api.platform import csv_export
+from directory_api.platform.extensions import db
 
 from .conftest import assert_problem, signed_in
 from .factories import (

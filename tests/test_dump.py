@@ -5,11 +5,11 @@ import inspect
 import pytest
 from marshmallow import Schema, fields
 
-from directory_api.extensions import db
 from directory_api.models import Role, VoteType
+from directory_api.platform.extensions import db
+from directory_api.platform.output import PlannedDump
 from directory_api.schemas import categories, listings, locations, regions, socials, users, votes
 from directory_api.schemas.base import Resource
-from directory_api.schemas.dump import PlannedDump
 
 from .factories import (
     grant,
@@ -221,7 +221,7 @@ def test_json_of_refuses_what_it_would_write_differently_from_the_dump():
     from marshmallow import post_dump
 
     from directory_api.models import Listing, OutboxMessage
-    from directory_api.sql import json_of
+    from directory_api.platform.sql import json_of
 
     listings = Listing.__table__.c
 

@@ -22,10 +22,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from directory_api.cli import run_worker
-from directory_api.extensions import db
 from directory_api.models import OutboxMessage, OutboxStatus, Region, User, utcnow
-from directory_api.outbox import deliver_due, queue_mail
-from directory_api.timeouts import unbounded
+from directory_api.platform.extensions import db
+from directory_api.platform.outbox import deliver_due, queue_mail
+from directory_api.platform.timeouts import unbounded
 
 from .conftest import PG_URL, PROBLEM, Clock, queued_mail, send_outbox, signed_in, smtp_settings
 from .factories import PASSWORD, make_location, make_region, make_user
@@ -237,7 +237,7 @@ def test_the_outbox_worker_survives_a_database_outage_and_delivers_once(
 
     pg_proxy.cut()
     worker = threading.Thread(target=work, daemon=True)
-    with caplog.at_level(logging.ERROR, logger="directory_api.outbox"):
+    with caplog.at_level(logging.ERROR, logger="directory_api.platform.outbox"):
         worker.start()
         try:
             assert eventually(lambda: "outbox pass failed" in caplog.text, 10)
@@ -372,7 +372,7 @@ def test_the_start_stops_if_the_limiter_s_header_hook_cannot_be_guarded():
     """A Flask-Limiter that registers its hook otherwise must not leave it unguarded."""
     from flask import Flask
 
-    from directory_api.limits import guard_limit_headers
+    from directory_api.platform.limits import guard_limit_headers
 
     without = Flask("without-a-limiter")
     without.config["RATELIMIT_ENABLED"] = True
@@ -587,7 +587,7 @@ def test_a_send_ends_before_its_lease_so_no_second_worker_overlaps_it(app_factor
 def test_a_claim_whose_worker_died_is_retried_after_its_lease_and_sent_once(
     app_factory, smtp_server, monkeypatch
 ):
-    from directory_api import outbox
+    from directory_api.platform import outbox
 
     catcher, port = smtp_server
     worker = app_factory(**smtp_settings(port), OUTBOX_LEASE_SECONDS=2)
@@ -607,7 +607,7 @@ def test_a_claim_whose_worker_died_is_retried_after_its_lease_and_sent_once(
 
 
 def test_a_late_outcome_never_overwrites_a_newer_claim(app_factory, smtp_server):
-    from directory_api import outbox
+    from directory_api.platform import outbox
 
     catcher, port = smtp_server
     worker = app_factory(**smtp_settings(port), OUTBOX_LEASE_SECONDS=2)
@@ -626,7 +626,7 @@ def test_a_late_outcome_never_overwrites_a_newer_claim(app_factory, smtp_server)
 def test_every_delivery_is_logged_without_its_body(mail_app, mailbox, caplog):
     queue_mail("ann@example.com", "password_reset", user=None, token="secret-token-value")
     db.session.commit()
-    with caplog.at_level(logging.INFO, logger="directory_api.outbox"):
+    with caplog.at_level(logging.INFO, logger="directory_api.platform.outbox"):
         send_outbox(mail_app)
     [row] = queued_mail()
     [line] = [r.getMessage() for r in caplog.records if "delivered" in r.getMessage()]

@@ -46,7 +46,6 @@ from schemathesis.openapi.checks import RejectedPositiveData
 
 from directory_api import create_app
 from directory_api.credentials import hash_password
-from directory_api.extensions import db
 from directory_api.models import (
     Business,
     Category,
@@ -61,6 +60,7 @@ from directory_api.models import (
     Vote,
     VoteType,
 )
+from directory_api.platform.extensions import db
 
 from .conftest import build_app, empty_all_tables
 from .factories import PASSWORD

@@ -15,10 +15,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, text, update
 
-from directory_api import idempotency
-from directory_api.extensions import db
-from directory_api.idempotency import purge_expired_idempotency_keys
 from directory_api.models import IdempotencyRecord, OutboxMessage, Vote, utcnow
+from directory_api.platform import idempotency
+from directory_api.platform.extensions import db
+from directory_api.platform.idempotency import purge_expired_idempotency_keys
 
 from .conftest import PROBLEM, queued_mail
 from .factories import save

@@ -6,10 +6,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
-from directory_api import pagination
-from directory_api.extensions import db
 from directory_api.models import Business, Employer, ListingSocial, utcnow
-from directory_api.timeouts import unbounded
+from directory_api.platform import page_queries
+from directory_api.platform.extensions import db
+from directory_api.platform.timeouts import unbounded
 
 from .conftest import PG_URL, PROBLEM, assert_problem, forget_answers, statements_run
 from .factories import (
@@ -105,7 +105,7 @@ def test_subcategory_filter(client, world, kind):
 def test_the_list_statements_built_once_answer_each_request_with_its_own_values(
     client, world, kind
 ):
-    """A list page's statements are built once per sort and reused (pagination's
+    """A list page's statements are built once per sort and reused (page_queries'
     STATEMENTS): requests for other locations, subcategories and pages, interleaved, each
     get their own rows."""
     make_listing(kind[1], world["harbour"], "a", subcategory=world["cafes"])
@@ -615,15 +615,15 @@ def found_from_a_start(client, path: str) -> bool:
 
 @pytest.mark.parametrize("sort", ["", "sort=-name", "sort=createdAt", "sort=-name,-createdAt"])
 def test_pages_found_from_a_remembered_start_are_the_pages(client, many, kind, sort):
-    pagination.PAGE_STARTS.entries.clear()
+    page_queries.PAGE_STARTS.entries.clear()
     walked = walk(client, kind, sort)  # each page after the one before: starts remembered
     forget_answers()  # the pages' answers: asked again, each is found from its start
     asked_again = walk(client, kind, sort)
-    pagination.PAGE_STARTS.entries.clear()
+    page_queries.PAGE_STARTS.entries.clear()
     # Asked in reverse order, with nothing remembered, every page is found by skipping rows.
     backwards = {}
     for page in range(6, 0, -1):
-        pagination.PAGE_STARTS.entries.clear()
+        page_queries.PAGE_STARTS.entries.clear()
         forget_answers()
         query = f"?perPage=10&page={page}&{sort}"
         backwards[page] = [
@@ -635,7 +635,7 @@ def test_pages_found_from_a_remembered_start_are_the_pages(client, many, kind, s
 
 def test_a_deep_page_seen_before_is_found_without_skipping_rows(client, many, kind):
     deep = url(kind) + "?perPage=10&page=4"
-    pagination.PAGE_STARTS.entries.clear()
+    page_queries.PAGE_STARTS.entries.clear()
     assert not found_from_a_start(client, deep)  # the first time, it skips 30 rows
     assert found_from_a_start(client, deep)  # asked again: from its first row
     assert found_from_a_start(client, url(kind) + "?perPage=10&page=5")  # and the next one
@@ -646,7 +646,7 @@ def test_a_change_forgets_where_pages_started(clients, many, kind):
     before = walk(client, kind, "")
     assert clients["owner"].post(url(kind), json={"name": "Place 0"}).status_code == 201
     after = [client.get(url(kind) + f"?perPage=10&page={page}").get_json() for page in (3, 4)]
-    pagination.PAGE_STARTS.entries.clear()
+    page_queries.PAGE_STARTS.entries.clear()
     forget_answers()
     fresh = [client.get(url(kind) + f"?perPage=10&page={page}").get_json() for page in (3, 4)]
     assert after == fresh

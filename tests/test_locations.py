@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from directory_api.extensions import db
 from directory_api.models import Location, Membership, Vote
+from directory_api.platform.extensions import db
 
 from .conftest import PROBLEM, invite, register
 from .factories import make_listing, make_location, make_region, make_vote, save

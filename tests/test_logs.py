@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from directory_api.logs import JSONFormatter
+from directory_api.platform.logs import JSONFormatter
 
 from .conftest import signed_in
 from .factories import PASSWORD, make_user
@@ -86,7 +86,7 @@ def test_json_lines_carry_the_request_fields():
 
 
 def test_control_characters_in_a_path_never_start_a_second_line(client, app, caplog):
-    from directory_api.logs import TEXT_FORMAT
+    from directory_api.platform.logs import TEXT_FORMAT
 
     attempts = {
         "/regions/%0d%0aINFO fake line": "/regions/\\r\\nINFO fake line",
@@ -152,7 +152,7 @@ def test_tokens_are_redacted_whatever_the_status(client, app, caplog, method, pa
 
 
 def test_every_route_that_takes_a_token_is_redacted_by_its_path(app):
-    from directory_api.logs import TOKEN_PATH_PREFIXES
+    from directory_api.platform.logs import TOKEN_PATH_PREFIXES
 
     token_routes = [rule.rule for rule in app.url_map.iter_rules() if "token" in rule.arguments]
     assert token_routes

@@ -5,8 +5,8 @@ from datetime import timedelta
 
 import pytest
 
-from directory_api.extensions import db
 from directory_api.models import Membership, Role, RoleGrant, Token, TokenPurpose, User, utcnow
+from directory_api.platform.extensions import db
 
 from .conftest import (
     NEW_PASSWORD,

@@ -7,8 +7,8 @@ import pytest
 
 from directory_api import credentials
 from directory_api.credentials import hash_token
-from directory_api.extensions import db
 from directory_api.models import GrantedRole, Membership, Role, RoleGrant, User
+from directory_api.platform.extensions import db
 
 from .conftest import (
     PROBLEM,

@@ -310,7 +310,7 @@ def test_views_can_document_sort_fields_and_path_constraints(app_factory):
     from directory_api.endpoints import endpoint
     from directory_api.models import Region
     from directory_api.openapi import build_openapi
-    from directory_api.pagination import ListArgs
+    from directory_api.platform.pagination import ListArgs
     from directory_api.schemas.regions import RegionOut
 
     app = app_factory()

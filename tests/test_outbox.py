@@ -4,9 +4,9 @@ import logging
 import threading
 from datetime import timedelta
 
-from directory_api.extensions import db
 from directory_api.models import OutboxMessage, OutboxStatus, utcnow
-from directory_api.outbox import MAX_ATTEMPTS, backoff, deliver_due, queue_mail
+from directory_api.platform.extensions import db
+from directory_api.platform.outbox import MAX_ATTEMPTS, backoff, deliver_due, queue_mail
 
 from .conftest import queued_mail, send_outbox, smtp_settings
 
@@ -93,7 +93,7 @@ def test_backoff_grows_and_gives_up_after_the_last_attempt(app_factory):
 
 def test_without_mail_server_messages_go_to_the_log(app, caplog):
     queue()
-    with caplog.at_level(logging.INFO, logger="directory_api.outbox"):
+    with caplog.at_level(logging.INFO, logger="directory_api.platform.outbox"):
         assert "sent 1, failed 0" in send_outbox(app)
     assert "You are offered a new role in the Directory" in caplog.text
     assert queued_mail()[0].status == OutboxStatus.SENT

@@ -13,7 +13,6 @@ import sqlalchemy
 from sqlalchemy import select
 
 from directory_api.cli import run_worker
-from directory_api.extensions import db
 from directory_api.models import (
     GrantedRole,
     OutboxMessage,
@@ -24,7 +23,8 @@ from directory_api.models import (
     utcnow,
 )
 from directory_api.models.token import TokenPurpose
-from directory_api.outbox import MAX_ATTEMPTS
+from directory_api.platform.extensions import db
+from directory_api.platform.outbox import MAX_ATTEMPTS
 
 from .conftest import link_in, queued_mail, send_outbox, signed_in, smtp_settings
 from .factories import PASSWORD, make_location, make_user, make_vote, save
@@ -376,8 +376,8 @@ def test_migration_rewrites_old_spellings_and_hashes_old_votes(tmp_path):
     from flask_migrate import upgrade
 
     from directory_api import create_app
-    from directory_api.crypto import email_hash
     from directory_api.models import User
+    from directory_api.platform.crypto import email_hash
 
     app = create_app(
         "testing",

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from directory_api.extensions import db
 from directory_api.models import Business, Category, Employer, Location, Region, Social
+from directory_api.platform.extensions import db
 
 from .conftest import assert_problem
 from .factories import (
@@ -414,7 +414,7 @@ def test_page_links_encode_the_request_as_it_was(app, query):
     """Each page's URL is the request's, `page` set, encoded as a whole would be."""
     from urllib.parse import quote, urlencode
 
-    from directory_api.pagination import PATH_SAFE, page_url
+    from directory_api.platform.pagination import PATH_SAFE, page_url
 
     path = "/locations/harbour/businesses/search/caf\u00e9 &x"
     with app.test_request_context(quote(path) + "?" + query):

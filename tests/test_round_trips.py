@@ -11,9 +11,9 @@ from contextlib import contextmanager
 import pytest
 from sqlalchemy.engine import make_url
 
-from directory_api.extensions import db
 from directory_api.models import Region
-from directory_api.reads import autocommit_engine
+from directory_api.platform.extensions import db
+from directory_api.platform.reads import autocommit_engine
 
 from .conftest import PG_URL, forget_answers, statements_run
 from .factories import make_listing, make_location, make_social

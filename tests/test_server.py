@@ -389,9 +389,9 @@ def big_location(app):
     with bulk SQL as the bench seeds its own (rows through the API would take minutes), and
     their stored count."""
     from bench.run import insert_businesses
-    from directory_api.extensions import db
     from directory_api.models.listing import recount_listings
-    from directory_api.timeouts import unbounded
+    from directory_api.platform.extensions import db
+    from directory_api.platform.timeouts import unbounded
 
     from .factories import make_category, make_location, make_social
 

@@ -5,8 +5,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from directory_api.extensions import db
 from directory_api.models import Role, User
+from directory_api.platform.extensions import db
 
 from .conftest import PROBLEM, link_in, queued_mail, signed_in
 from .factories import grant, make_location, make_user

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, select, text
 
-from directory_api.extensions import db
 from directory_api.models import Employer, Role, Vote, utcnow
+from directory_api.platform.extensions import db
 
 from .conftest import (
     PG_URL,

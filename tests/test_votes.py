@@ -11,8 +11,8 @@ from datetime import timedelta
 
 import pytest
 
-from directory_api.extensions import db
 from directory_api.models import OutboxStatus, Role, Vote, VoteType, utcnow
+from directory_api.platform.extensions import db
 
 from . import factories
 from .conftest import PROBLEM, assert_problem, queued_mail, send_outbox, smtp_settings

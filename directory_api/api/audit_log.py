@@ -11,7 +11,7 @@ from sqlalchemy import Select, select
 
 from ..endpoints import Access, endpoint
 from ..models import AuditEntry, Location
-from ..pagination import paginate
+from ..platform.page_queries import paginate
 from ..schemas.audit import AuditEntryOut, AuditListArgs
 from .lookups import id_by_slug
 

@@ -13,9 +13,9 @@ from ..credentials import (
     verify_password,
 )
 from ..endpoints import Access, endpoint
-from ..errors import abort
-from ..extensions import db
-from ..limits import login_per_email, login_per_ip
+from ..platform.errors import abort
+from ..platform.extensions import db
+from ..platform.limits import login_per_email, login_per_ip
 from ..schemas.users import LoginIn, UserOut
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")

@@ -8,10 +8,11 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import joinedload
 
 from ..endpoints import Access, endpoint
-from ..errors import invalid
-from ..extensions import db
 from ..models import Business, Category, Employer
-from ..pagination import paginate, sort_fields
+from ..platform.errors import invalid
+from ..platform.extensions import db
+from ..platform.page_queries import paginate
+from ..platform.pagination import sort_fields
 from ..schemas.base import TargetSchema
 from ..schemas.categories import CategoryIn, CategoryListArgs, CategoryOut, CategoryUpdate
 from ..search import refresh_search_of_subcategory

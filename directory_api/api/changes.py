@@ -8,9 +8,9 @@ from flask import request, url_for
 from sqlalchemy import Select, func, select
 
 from ..endpoints import Answer
-from ..errors import abort
-from ..extensions import db
-from ..slugs import choose_slug
+from ..platform.errors import abort
+from ..platform.extensions import db
+from ..platform.slugs import choose_slug
 
 
 def refuse_if_used(what: str, uses: dict[str, Select]) -> None:

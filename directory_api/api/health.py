@@ -7,10 +7,10 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..endpoints import endpoint
-from ..errors import problem
-from ..extensions import db
+from ..platform.errors import problem
+from ..platform.extensions import db
+from ..platform.timeouts import redis_options
 from ..schemas.common import ReadyOut, StatusOut
-from ..timeouts import redis_options
 
 bp = Blueprint("health", __name__)
 

@@ -13,12 +13,7 @@ from sqlalchemy import Row, Select, bindparam, func, literal_column, select
 from sqlalchemy.orm import joinedload, selectinload
 
 from ..access import located
-from ..csv_export import columns, csv_response
-from ..csv_import import read_rows, row_key
-from ..endpoints import Access, endpoint, schema_instance
-from ..errors import APIError, abort, invalid
-from ..extensions import db
-from ..limits import exports_per_ip
+from ..endpoints import Access, endpoint
 from ..models import (
     Business,
     Category,
@@ -30,7 +25,15 @@ from ..models import (
     Social,
     Vote,
 )
-from ..pagination import encoded_by_id, every_row, paginate, sort_fields
+from ..platform.csv_export import columns, csv_response
+from ..platform.csv_import import read_rows, row_key
+from ..platform.errors import APIError, abort, invalid
+from ..platform.extensions import db
+from ..platform.limits import exports_per_ip
+from ..platform.output import schema_instance
+from ..platform.page_queries import encoded_by_id, every_row, paginate
+from ..platform.pagination import sort_fields
+from ..platform.sql import json_list, json_of, json_text
 from ..schemas.base import TargetSchema
 from ..schemas.common import ImportArgs, ImportOut
 from ..schemas.listings import (
@@ -41,7 +44,6 @@ from ..schemas.listings import (
     SocialLinkOut,
 )
 from ..search import TERM_SCHEMA, checked_term, search_criteria
-from ..sql import json_list, json_of, json_text
 from .changes import apply_changes, create_named, delete_unused, update_named
 from .lookups import by_slug_or_422, find_target, get_or_404, id_by_slug, named_by_path
 

@@ -9,10 +9,11 @@ from sqlalchemy import Select, select
 
 from ..credentials import drop_invitation_if_roleless
 from ..endpoints import Access, endpoint
-from ..errors import abort
-from ..extensions import db
 from ..models import Business, Employer, Location, Membership, Region, User, UserStatus, Vote
-from ..pagination import paginate, sort_fields
+from ..platform.errors import abort
+from ..platform.extensions import db
+from ..platform.page_queries import paginate
+from ..platform.pagination import sort_fields
 from ..schemas.locations import (
     OWNER_FIELDS,
     LocationIn,

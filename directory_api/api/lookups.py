@@ -6,8 +6,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from ..errors import abort, invalid
-from ..extensions import db
+from ..platform.errors import abort, invalid
+from ..platform.extensions import db
 
 
 def get_or_404(

@@ -22,17 +22,17 @@ from ..credentials import (
     void_tokens,
 )
 from ..endpoints import Access, endpoint
-from ..errors import abort, invalid
-from ..extensions import db
-from ..limits import (
+from ..models import Location, Membership, TokenPurpose, User, UserStatus
+from ..platform.errors import abort, invalid
+from ..platform.extensions import db
+from ..platform.limits import (
     email_update_per_account,
     login_per_ip,
     reset_per_email,
     reset_per_ip,
     token_endpoints,
 )
-from ..models import Location, Membership, TokenPurpose, User, UserStatus
-from ..outbox import queue_mail
+from ..platform.outbox import queue_mail
 from ..schemas.common import DetailOut
 from ..schemas.passwords import password_problems
 from ..schemas.users import (

@@ -21,13 +21,15 @@ from ..credentials import (
     live_offers,
     withdraw_offer,
 )
-from ..endpoints import Access, Answer, endpoint, schema_instance
-from ..errors import abort
-from ..extensions import db
+from ..endpoints import Access, Answer, endpoint
 from ..models import GrantedRole, Location, Membership, Role, RoleGrant, User
-from ..pagination import ListArgs, Page, encoded_by_id, paginate, sort_fields
+from ..platform.errors import abort
+from ..platform.extensions import db
+from ..platform.output import schema_instance
+from ..platform.page_queries import encoded_by_id, paginate
+from ..platform.pagination import ListArgs, Page, sort_fields
+from ..platform.sql import json_of, json_text
 from ..schemas.users import ExistingUserOut, InviteIn, PendingOfferOut, UserOut, UserUpdate
-from ..sql import json_of, json_text
 from .changes import apply_changes, created
 
 UserArgs = ListArgs.sorted_by(sort_fields(User, "email"), default="email")

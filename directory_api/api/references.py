@@ -11,8 +11,10 @@ from typing import Any
 from flask import Blueprint
 from marshmallow import Schema
 
-from ..endpoints import Access, endpoint, schema_instance
-from ..pagination import ListArgs, small_page, sort_fields
+from ..endpoints import Access, endpoint
+from ..platform.output import schema_instance
+from ..platform.page_queries import small_page
+from ..platform.pagination import ListArgs, sort_fields
 from .changes import create_named
 from .lookups import get_or_404, named_by_path
 

@@ -9,9 +9,9 @@ from sqlalchemy import select
 from ..access import check_may_edit_details
 from ..credentials import drop_invitation_if_roleless, invite
 from ..endpoints import Access, endpoint
-from ..errors import abort
-from ..extensions import db
 from ..models import GrantedRole, User, UserStatus
+from ..platform.errors import abort
+from ..platform.extensions import db
 from ..schemas.users import ExistingUserOut, InviteIn, UserOut, UserUpdate
 from .changes import apply_changes
 from .lookups import get_or_404

@@ -16,11 +16,7 @@ from sqlalchemy.orm import joinedload
 
 from .. import vote_integrity as integrity
 from ..access import has_location_access
-from ..csv_export import columns, csv_response
-from ..endpoints import Access, Answer, endpoint, schema_instance
-from ..errors import abort
-from ..extensions import db
-from ..limits import exports_per_ip, token_endpoints, votes_per_ip
+from ..endpoints import Access, Answer, endpoint
 from ..models import (
     Employer,
     Listing,
@@ -35,8 +31,15 @@ from ..models import (
     VoteRevision,
     VoteType,
 )
-from ..outbox import queue_mail
-from ..pagination import ListArgs, encoded_by_id, every_row, paginate
+from ..platform.csv_export import columns, csv_response
+from ..platform.errors import abort
+from ..platform.extensions import db
+from ..platform.limits import exports_per_ip, token_endpoints, votes_per_ip
+from ..platform.outbox import queue_mail
+from ..platform.output import schema_instance
+from ..platform.page_queries import encoded_by_id, every_row, paginate
+from ..platform.pagination import ListArgs
+from ..platform.sql import json_of, json_text
 from ..schemas.common import ReceivedOut, StatusOut
 from ..schemas.votes import (
     BtobSubmission,
@@ -52,7 +55,6 @@ from ..schemas.votes import (
     VoteUpdate,
 )
 from ..search import fold
-from ..sql import json_of, json_text
 from .changes import apply_changes, created
 from .lookups import id_by_slug, named_or_422
 

@@ -1,12 +1,13 @@
-"""All models, importable from one place (Alembic's autogenerate sees them all here)."""
+"""All models, importable from one place (Alembic's autogenerate sees them all here):
+the directory's, and the platform's own tables (the outbox, idempotency records)."""
 
-from ..types import utcnow
+from ..platform.idempotency import IdempotencyRecord
+from ..platform.outbox import OutboxMessage, OutboxStatus
+from ..platform.types import utcnow
 from .audit import AuditEntry
 from .grant import GrantedRole, RoleGrant
-from .idempotency import IdempotencyRecord
 from .listing import Business, Employer, Listing, ListingCount, ListingSocial
 from .location import Location, Membership, Role
-from .outbox import OutboxMessage, OutboxStatus
 from .reference import Category, Region, Social
 from .token import Token, TokenPurpose
 from .user import User, UserStatus

@@ -7,9 +7,10 @@ from typing import Any
 from sqlalchemy import JSON, Index, String, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
-from ..types import UTCDateTime, utcnow
-from .base import EMAIL_LENGTH, SLUG_LENGTH, IdMixin
+from ..platform.email_addresses import EMAIL_LENGTH
+from ..platform.extensions import db
+from ..platform.slugs import SLUG_LENGTH
+from ..platform.types import IdMixin, UTCDateTime, utcnow
 
 ACTION_LENGTH = 40
 

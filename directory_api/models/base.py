@@ -1,14 +1,15 @@
 """Mixins and column sizes shared by the models."""
 
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, String, Text, Uuid
+from sqlalchemy import ForeignKey, String, Text
 from sqlalchemy.orm import Mapped, MappedColumn, mapped_column
 
-from ..types import UTCDateTime, utcnow
+from ..platform.email_addresses import EMAIL_LENGTH
+from ..platform.slugs import SLUG_LENGTH
+from ..platform.types import UTCDateTime, utcnow
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,6 @@ def foreign_id(table: str, *, ondelete: str, **options: Any) -> MappedColumn[Any
     return mapped_column(ForeignKey(f"{table}.id", ondelete=ondelete), **options)
 
 
-class IdMixin:
-    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
-
-
 class TimestampMixin:
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     updated_at: Mapped[datetime] = mapped_column(
@@ -52,9 +49,7 @@ class TimestampMixin:
     )
 
 
-SLUG_LENGTH = 100
 NAME_LENGTH = 200
-EMAIL_LENGTH = 254
 PHONE_LENGTH = 40
 URL_LENGTH = 2048
 TEXT_LENGTH = 5000

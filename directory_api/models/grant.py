@@ -7,9 +7,9 @@ from datetime import datetime
 from sqlalchemy import CheckConstraint, ColumnElement, String, and_, or_, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
-from ..types import UTCDateTime, string_enum, utcnow
-from .base import IdMixin, foreign_id
+from ..platform.extensions import db
+from ..platform.types import IdMixin, UTCDateTime, string_enum, utcnow
+from .base import foreign_id
 from .location import Membership, Role
 from .user import User
 

@@ -22,17 +22,17 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
-from ..extensions import db
-from ..timeouts import unbounded
+from ..platform.extensions import db
+from ..platform.slugs import SLUG_LENGTH
+from ..platform.timeouts import unbounded
+from ..platform.types import IdMixin
 from .base import (
     CONTACT_FIELDS,
     NAME_LENGTH,
     ROW_COLUMNS,
-    SLUG_LENGTH,
     URL_LENGTH,
     Audit,
     ContactMixin,
-    IdMixin,
     TimestampMixin,
     foreign_id,
 )

@@ -7,14 +7,13 @@ from datetime import datetime
 from sqlalchemy import Boolean
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from ..extensions import db
-from ..types import UTCDateTime, string_enum, utcnow
+from ..platform.extensions import db
+from ..platform.types import IdMixin, UTCDateTime, string_enum, utcnow
 from .base import (
     CONTACT_FIELDS,
     ROW_COLUMNS,
     Audit,
     ContactMixin,
-    IdMixin,
     SlugNameMixin,
     TimestampMixin,
     foreign_id,

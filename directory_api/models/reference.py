@@ -5,16 +5,9 @@ import uuid
 from sqlalchemy import String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from ..extensions import db
-from .base import (
-    ROW_COLUMNS,
-    URL_LENGTH,
-    Audit,
-    IdMixin,
-    SlugNameMixin,
-    TimestampMixin,
-    foreign_id,
-)
+from ..platform.extensions import db
+from ..platform.types import IdMixin
+from .base import ROW_COLUMNS, URL_LENGTH, Audit, SlugNameMixin, TimestampMixin, foreign_id
 
 
 class Region(IdMixin, SlugNameMixin, TimestampMixin, db.Model):

@@ -7,9 +7,10 @@ from datetime import datetime
 from sqlalchemy import Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
-from ..types import UTCDateTime, string_enum, utcnow
-from .base import EMAIL_LENGTH, IdMixin, foreign_id
+from ..platform.email_addresses import EMAIL_LENGTH
+from ..platform.extensions import db
+from ..platform.types import IdMixin, UTCDateTime, string_enum, utcnow
+from .base import foreign_id
 
 
 class TokenPurpose(enum.StrEnum):

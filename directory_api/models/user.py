@@ -10,17 +10,10 @@ from sqlalchemy import Boolean, ColumnElement, String, case
 from sqlalchemy.ext.hybrid import Comparator, hybrid_property
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from ..extensions import db
-from ..types import UTCDateTime
-from .base import (
-    EMAIL_LENGTH,
-    NAME_LENGTH,
-    PHONE_LENGTH,
-    ROW_COLUMNS,
-    Audit,
-    IdMixin,
-    TimestampMixin,
-)
+from ..platform.email_addresses import EMAIL_LENGTH
+from ..platform.extensions import db
+from ..platform.types import IdMixin, UTCDateTime
+from .base import NAME_LENGTH, PHONE_LENGTH, ROW_COLUMNS, Audit, TimestampMixin
 from .location import Membership
 
 

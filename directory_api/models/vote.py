@@ -20,19 +20,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship, validates
 
-from ..crypto import email_hash
-from ..extensions import db
-from ..types import UTCDateTime, string_enum
-from .base import (
-    EMAIL_LENGTH,
-    NAME_LENGTH,
-    PHONE_LENGTH,
-    ROW_COLUMNS,
-    Audit,
-    IdMixin,
-    TimestampMixin,
-    foreign_id,
-)
+from ..platform.crypto import email_hash
+from ..platform.email_addresses import EMAIL_LENGTH
+from ..platform.extensions import db
+from ..platform.types import IdMixin, UTCDateTime, string_enum
+from .base import NAME_LENGTH, PHONE_LENGTH, ROW_COLUMNS, Audit, TimestampMixin, foreign_id
 from .listing import UPSERTS, Employer, new_revision, upsert
 
 

@@ -3,9 +3,9 @@
 from marshmallow import Schema, fields
 
 from ..models.audit import ACTION_LENGTH
-from ..pagination import ListArgs
-from .dump import PlannedDump
-from .fields import Instant, Slug, Text, Timestamp
+from ..platform.output import PlannedDump, Timestamp
+from ..platform.pagination import ListArgs
+from .fields import Instant, Slug, Text
 
 
 class AuditActor(Schema):

@@ -4,8 +4,8 @@ import copy
 
 from marshmallow import RAISE, Schema, fields, missing
 
-from .dump import PlannedDump
-from .fields import Slug, Timestamp
+from ..platform.output import PlannedDump, Timestamp
+from .fields import Slug
 
 
 class BaseSchema(Schema):

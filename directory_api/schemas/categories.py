@@ -1,6 +1,6 @@
 from marshmallow import fields
 
-from ..pagination import ListArgs
+from ..platform.pagination import ListArgs
 from .base import BaseSchema, Resource, TargetSchema, all_optional
 from .fields import QueryBool, Slug, SlugOf, Text
 

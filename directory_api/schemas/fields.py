@@ -12,17 +12,10 @@ from typing import Any
 from email_validator import EmailNotValidError
 from marshmallow import ValidationError, fields, validate
 
-from ..email_addresses import canonical_email
-from ..models.base import (
-    EMAIL_LENGTH,
-    NAME_LENGTH,
-    PHONE_LENGTH,
-    SLUG_LENGTH,
-    TEXT_LENGTH,
-    URL_LENGTH,
-)
-from ..slugs import SLUG_REGEX
-from .dump import SHORTCUTS
+from ..models.base import NAME_LENGTH, PHONE_LENGTH, TEXT_LENGTH, URL_LENGTH
+from ..platform.email_addresses import EMAIL_LENGTH, canonical_email
+from ..platform.output import SHORTCUTS
+from ..platform.slugs import SLUG_LENGTH, SLUG_REGEX
 
 # Control characters other than tab and line breaks (NUL included) are never text.
 CONTROL = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f"
@@ -222,26 +215,6 @@ class QueryBool(fields.Boolean):
 
     truthy = frozenset({"true", "1"})
     falsy = frozenset({"false", "0"})
-
-
-def timestamp_text(value: datetime | None) -> str | None:
-    """ISO 8601 in UTC with millisecond precision and a Z suffix."""
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class Timestamp(fields.String):
-    """Output only: ISO 8601 in UTC with a Z suffix (a string of `format: date-time`)."""
-
-    def _serialize(self, value: datetime | None, attr: Any, obj: Any, **kwargs: Any) -> Any:
-        return timestamp_text(value)
-
-    def json_schema(self) -> dict[str, Any]:
-        return {"format": "date-time"}
-
-
-SHORTCUTS[Timestamp] = timestamp_text
 
 
 class Instant(fields.Field):

@@ -2,7 +2,7 @@
 
 from marshmallow import fields, validate
 
-from ..pagination import ListArgs
+from ..platform.pagination import ListArgs
 from .base import BaseSchema, Resource, TargetSchema, all_optional
 from .fields import Email, LongText, Phone, Slug, Text, Url
 

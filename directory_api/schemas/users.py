@@ -5,10 +5,10 @@ from typing import Any
 from marshmallow import ValidationError, fields, pre_load
 
 from ..models import Role, UserStatus
-from ..models.base import EMAIL_LENGTH
+from ..platform.email_addresses import EMAIL_LENGTH
+from ..platform.output import PlannedDump, Timestamp
 from .base import BaseSchema, Resource
-from .dump import PlannedDump
-from .fields import Bool, Email, Phone, Text, Timestamp
+from .fields import Bool, Email, Phone, Text
 from .passwords import Password
 
 

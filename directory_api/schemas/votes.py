@@ -5,10 +5,10 @@ from typing import Any
 from marshmallow import Schema, fields, post_load
 
 from ..models import VoteType
-from ..pagination import ListArgs
+from ..platform.output import PlannedDump, Timestamp
+from ..platform.pagination import ListArgs
 from .base import BaseSchema, Resource, all_but, all_optional
-from .dump import PlannedDump
-from .fields import Bool, Email, LongText, Phone, QueryBool, Slug, SlugOf, Text, Timestamp
+from .fields import Bool, Email, LongText, Phone, QueryBool, Slug, SlugOf, Text
 
 
 class VoteSubmission(BaseSchema):

@@ -6,7 +6,7 @@ Create Date: 2026-11-23
 
 Votes: `flask retention run` sets yourName, yourEmail and yourPhone to null on votes
 older than PII_RETENTION_DAYS and stamps `redacted_at`. What stays is `email_hash`, a keyed
-hash (directory_api/crypto.py) of the normalised address written whenever the address is
+hash (directory_api/platform/crypto.py) of the normalised address written whenever the address is
 set, so duplicate checks and `flask privacy erase` still find a redacted vote. Rows written
 before this revision get their hash in revision 0010.
 
@@ -56,7 +56,7 @@ def downgrade():
 def rewrite_bodies(change):
     """Apply `change` to every non-empty body not yet sent, with the app's keys
     (`flask db upgrade` runs inside the application, so its configuration is at hand)."""
-    from directory_api import crypto
+    from directory_api.platform import crypto
 
     connection = op.get_bind()
     rows = connection.execute(

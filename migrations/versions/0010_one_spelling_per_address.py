@@ -33,8 +33,8 @@ votes = sa.table(
 
 
 def upgrade():
-    from directory_api.crypto import email_hash
-    from directory_api.email_addresses import normalize_email
+    from directory_api.platform.crypto import email_hash
+    from directory_api.platform.email_addresses import normalize_email
 
     connection = op.get_bind()
     rows = connection.execute(sa.select(users.c.id, users.c.email)).all()

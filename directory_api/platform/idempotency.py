@@ -28,16 +28,39 @@ from typing import Any
 
 import orjson
 from flask import Response, make_response, request
-from sqlalchemy import delete, select
+from sqlalchemy import JSON, Index, Integer, String, UniqueConstraint, delete, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Mapped, mapped_column
 
 from .bodies import FORM_MIMETYPES
 from .errors import abort
 from .extensions import db
-from .models import IdempotencyRecord, utcnow
-from .models.idempotency import SCOPE_LENGTH
+from .types import IdMixin, UTCDateTime, utcnow
 
 log = logging.getLogger(__name__)
+
+SCOPE_LENGTH = 255
+SHA256_HEX = 64
+
+
+class IdempotencyRecord(IdMixin, db.Model):
+    """The first answer to a request under one key, written with the rows it answers for."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (
+        UniqueConstraint("scope", "key_hash"),
+        Index("ix_idempotency_keys_created_at", "created_at"),  # the purge of expired keys
+    )
+
+    # Method and path (`POST /locations/harbour/votes/submit/employer`): a key belongs to one.
+    scope: Mapped[str] = mapped_column(String(SCOPE_LENGTH))
+    key_hash: Mapped[str] = mapped_column(String(SHA256_HEX))  # SHA-256 of the key
+    # SHA-256 of key, method, path and canonical body: tells "the same request" apart.
+    fingerprint: Mapped[str] = mapped_column(String(SHA256_HEX))
+    status: Mapped[int] = mapped_column(Integer)
+    body: Mapped[Any] = mapped_column(JSON)  # the answer's JSON (no personal data in these)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
 
 HEADER = "Idempotency-Key"
 MIN_LENGTH = 8

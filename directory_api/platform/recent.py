@@ -3,7 +3,7 @@ by digests, so that a hostile client varying its URLs only evicts.
 
 `caching.py` keeps the ETag answered for a list revision and URL (a 304 before the work),
 and the most recent answers themselves (the page again, before the work);
-`pagination.py` keeps where the pages of a list revision start (a deep page without the
+`page_queries.py` keeps where the pages of a list revision start (a deep page without the
 walk over the rows before it). A key names the data's revision, so a change made through
 the app makes the entries for the old data unreachable rather than wrong. A change that
 bypasses the app's events (SQL by hand, a worker of the previous release during a rolling

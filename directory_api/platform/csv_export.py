@@ -2,7 +2,7 @@
 
 The columns are the output schema's JSON field names, in its order; a row is the item as
 the JSON list shows it (dumped by the same schema), so the two never disagree. Rows are
-written batch by batch as they are read (`pagination.every_row`), so memory stays flat
+written batch by batch as they are read (`page_queries.every_row`), so memory stays flat
 whatever the number of rows. A cell that a spreadsheet would take for a formula (starting
 with `=`, `+`, `-` or `@`) gets a leading `'`; the import takes it off again.
 """
@@ -15,8 +15,7 @@ from typing import Any
 from flask import Response, stream_with_context
 from marshmallow import Schema
 
-from .endpoints import schema_instance
-from .pagination import dumped
+from .output import dumped, schema_instance
 
 FORMULA_STARTS = ("=", "+", "-", "@")
 FLUSH_AT = 64 * 1024  # characters buffered before a chunk goes out

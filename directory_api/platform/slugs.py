@@ -9,8 +9,8 @@ from werkzeug.routing import BaseConverter
 
 from .errors import abort, invalid
 from .extensions import db
-from .models.base import SLUG_LENGTH
 
+SLUG_LENGTH = 100
 SLUG_REGEX = r"[a-z0-9]+(?:-[a-z0-9]+)*"
 SLUG_PATTERN = f"^{SLUG_REGEX}$"
 

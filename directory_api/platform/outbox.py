@@ -13,26 +13,59 @@ The outcome is recorded only while the claim is still the worker's own.
 """
 
 import contextlib
+import enum
 import logging
 import smtplib
 import socket
 import threading
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import flask_mail
 from flask import current_app, render_template
 from flask_mail import Message
-from sqlalchemy import delete, select, update
+from sqlalchemy import JSON, Index, Integer, String, Text, delete, select, update
+from sqlalchemy.orm import Mapped, mapped_column
 
+from .email_addresses import EMAIL_LENGTH
 from .extensions import db
-from .models import OutboxMessage, OutboxStatus, utcnow
+from .types import EncryptedText, IdMixin, UTCDateTime, string_enum, utcnow
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 10
+
+
+class OutboxStatus(enum.StrEnum):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+class OutboxMessage(IdMixin, db.Model):
+    __tablename__ = "outbox"
+    __table_args__ = (Index("ix_outbox_status_next_attempt", "status", "next_attempt_at"),)
+
+    recipients: Mapped[list[str]] = mapped_column(JSON)
+    template: Mapped[str] = mapped_column(String(64), server_default="")
+    subject: Mapped[str] = mapped_column(String(998))
+    # Encrypted while pending (API.md 9); emptied once delivered. None: no key opens it.
+    body: Mapped[str | None] = mapped_column(EncryptedText, nullable=False)
+    reply_to: Mapped[str | None] = mapped_column(String(EMAIL_LENGTH))
+    status: Mapped[OutboxStatus] = mapped_column(
+        string_enum(OutboxStatus, "outbox_status"),
+        default=OutboxStatus.PENDING,
+    )
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # What the message is about when that can be deleted ("vote:<id>"): its messages, which
+    # hold the same person's address, go with it (`outbox.forget_messages_about`).
+    about: Mapped[str | None] = mapped_column(String(64), index=True)
 
 
 def render_mail(template: str, **context: Any) -> tuple[str, str]:

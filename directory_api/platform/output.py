@@ -1,4 +1,9 @@
-"""Output schemas dumped through a plan compiled once per schema instance.
+"""How rows become an answer's output: one way, whatever the rows are.
+
+`dumped(rows, schema)` is the output of a list (a page, a CSV export): rows the database
+wrote as JSON already (`Encoded`, from `sql.json_of`) pass as they are; objects are dumped
+by the schema. Every schema is instantiated once (`schema_instance`), and dumps through
+a plan compiled once per schema instance:
 
 marshmallow's `dump` does per-value bookkeeping (accessor lookups, missing checks, hooks)
 that costs more than the rest of a list request once rows are loaded. A plan reads each
@@ -8,9 +13,12 @@ registers its converter in `SHORTCUTS`. The result is the same as `Schema.dump`;
 tests/test_dump.py holds it to that for every output schema.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
+import orjson
 from marshmallow import Schema, fields, missing
 
 Plan = Callable[[Any], dict[str, Any]]
@@ -115,3 +123,44 @@ class PlannedDump(Schema):
         if self.many if many is None else many:
             return [plan(item) for item in obj]
         return plan(obj)
+
+
+@cache
+def schema_instance(schema: type[Schema], many: bool = False) -> Schema:
+    """One instance per schema class (making one deep-copies every field)."""
+    return schema(many=many)
+
+
+class Encoded(list):
+    """A page's rows whose first column is each item's output already, as JSON text
+    written by the database (`sql.json_of`): answered as it is, without a dump."""
+
+
+def dumped(items: Sequence[Any], schema: Schema, *, encode: bool = True) -> list[Any]:
+    """Rows as output, dumped with `schema`; encoded rows as they are (JSON fragments, or
+    with `encode=False` as the values they hold)."""
+    if isinstance(items, Encoded):
+        if encode:
+            return [orjson.Fragment(row[0]) for row in items]
+        return [orjson.loads(row[0]) for row in items]
+    return schema.dump(items, many=True)
+
+
+def timestamp_text(value: datetime | None) -> str | None:
+    """ISO 8601 in UTC with millisecond precision and a Z suffix."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Timestamp(fields.String):
+    """Output only: ISO 8601 in UTC with a Z suffix (a string of `format: date-time`)."""
+
+    def _serialize(self, value: datetime | None, attr: Any, obj: Any, **kwargs: Any) -> Any:
+        return timestamp_text(value)
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"format": "date-time"}
+
+
+SHORTCUTS[Timestamp] = timestamp_text

@@ -10,6 +10,8 @@ import unicodedata
 
 from email_validator import EmailNotValidError, validate_email
 
+EMAIL_LENGTH = 254  # RFC 5321's limit on a path, less its angle brackets
+
 
 def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text.strip()).casefold()

@@ -1,10 +1,12 @@
 """SQL column types the models share: UTC datetimes (and the clock they hold), encrypted
-text, StrEnums kept as strings."""
+text, StrEnums kept as strings; and the UUID primary key every table has."""
 
 import enum
+import uuid
 from datetime import UTC, datetime
 
-from sqlalchemy import DateTime, Enum, Text, TypeDecorator
+from sqlalchemy import DateTime, Enum, Text, TypeDecorator, Uuid
+from sqlalchemy.orm import Mapped, mapped_column
 
 from .crypto import decrypt, encrypt
 
@@ -59,3 +61,7 @@ def string_enum(enum_cls: type[enum.StrEnum], name: str, length: int = 16) -> En
         length=length,
         values_callable=lambda members: [member.value for member in members],
     )
+
+
+class IdMixin:
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)

@@ -9,7 +9,7 @@ from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase
 
-from .autogenerate import include_in_migrations, render_migration_type
+from .autogenerate import render_migration_type
 from .reads import ReadAwareSession
 
 # Stable constraint names, so Alembic can alter and drop them on every database.
@@ -38,7 +38,6 @@ migrate = Migrate(
     render_as_batch=True,
     compare_type=True,
     render_item=render_migration_type,
-    include_object=include_in_migrations,
 )
 login_manager = SessionLoginManager()
 mail = Mail()

@@ -1,136 +1,28 @@
-"""The one list helper: page, perPage, sort, filters, total and the RFC 8288 Link header.
+"""The statements that find a list's page, built once and fast however deep the page.
 
-A list declares its query schema, `ListArgs.sorted_by(...)` (or a subclass with filters),
-whose `sort` field loads as ORDER BY clauses; the view returns `paginate(stmt, args)`, a
-`Page`, and `@endpoint` answers it with `page_answer`.
+A deferred join (the page's ids from the index alone, then only those rows loaded), rows
+written as their output by the database for hot lists (`Encoded`), the count in the same
+statement where it costs nothing more, and keyset starts remembered for pages asked again
+(`PAGE_STARTS`). `paginate` is the one entry: it answers a `Page` of the list contract
+(pagination.py).
 """
 
-import re
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
-from urllib.parse import quote, urlencode
 
-import orjson
-from flask import Response, jsonify, request
-from marshmallow import Schema, ValidationError, fields, validate
+from marshmallow import Schema
 from sqlalchemy import Select, bindparam, func, select, tuple_
-from sqlalchemy.orm import InstrumentedAttribute
 from sqlalchemy.sql import operators
 
 from .extensions import db
+from .output import Encoded
+from .pagination import MAX_SORT, Page
 from .recent import RecentlyUsed, request_key
 from .sql import json_of, json_text
 
-MAX_PER_PAGE = 100
-DEFAULT_PER_PAGE = 20
-MAX_SORT = 200
-PATH_SAFE = "/!$&'()*+,;=:@-._~"  # RFC 3986 pchar and "/", left as they are
 # The statement of a page's rows as their output (`Encoded`), given the page's ids (a
 # SELECT, or BOUND_IDS) and the ORDER BY clauses.
 Encode = Callable[[Any, list[Any]], Select]
-Sortable = Mapping[str, InstrumentedAttribute]
-
-
-def sort_fields(model: Any, *extra: str) -> dict[str, InstrumentedAttribute]:
-    """The sortable fields of a model: name/slug where it has them, the timestamps, and extra."""
-    names = {"name": "name", "slug": "slug", "createdAt": "created_at", "updatedAt": "updated_at"}
-    names.update({field: field for field in extra})
-    return {api: getattr(model, attr) for api, attr in names.items() if hasattr(model, attr)}
-
-
-def sort_pattern(names: Sequence[str]) -> str:
-    one = "-?(?:" + "|".join(re.escape(name) for name in names) + ")"
-    return f"^{one}(?:,{one})*$"
-
-
-class Order(list):
-    """The ORDER BY clauses of a sort, and its `text` (which names it: `name,-createdAt`)."""
-
-    text: str
-
-
-class Sort(fields.String):
-    """`name,-createdAt`: sortable names, each ascending or (with "-") descending.
-
-    Loads as the ORDER BY clauses; the names and the pattern they follow are documented
-    from the field itself.
-    """
-
-    def __init__(self, sortable: Sortable, default: str | None = None, **kwargs: Any) -> None:
-        self.sortable = dict(sortable)
-        names = sorted(self.sortable)
-        metadata: dict[str, Any] = {
-            "pattern": sort_pattern(names),
-            "minLength": 1,
-            "maxLength": MAX_SORT,
-        }
-        order = None
-        if default:
-            metadata["default"] = default
-            order = self.clauses(default)
-        super().__init__(load_default=lambda: order, metadata=metadata, **kwargs)
-
-    def clauses(self, value: str) -> "Order":
-        order = Order()
-        names = []
-        for raw in value.split(","):
-            name = raw.strip()
-            column = self.sortable.get(name.lstrip("-"))
-            if column is None:
-                allowed = ", ".join(self.sortable)
-                raise ValidationError(f"Cannot sort by {name!r}; sortable fields: {allowed}.")
-            order.append(column.desc() if name.startswith("-") else column.asc())
-            names.append(name)
-        order.text = ",".join(names)
-        return order
-
-    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> list[Any]:
-        text = super()._deserialize(value, attr, data, **kwargs)
-        if not 1 <= len(text) <= MAX_SORT:
-            raise ValidationError(f"Length must be between 1 and {MAX_SORT}.")
-        return self.clauses(text)
-
-
-class ListArgs(Schema):
-    """Query parameters every list takes; resources subclass it to add their filters."""
-
-    page = fields.Integer(load_default=1, validate=validate.Range(min=1, max=1_000_000))
-    per_page = fields.Integer(
-        data_key="perPage",
-        load_default=DEFAULT_PER_PAGE,
-        validate=validate.Range(min=1, max=MAX_PER_PAGE),
-    )
-
-    @classmethod
-    def without_paging(cls) -> type["ListArgs"]:
-        """These arguments for every row at once (an export): filters and sort only."""
-        meta = type("Meta", (), {"register": False, "exclude": ("page", "per_page")})
-        return type(cls.__name__, (cls,), {"Meta": meta})  # type: ignore[return-value]
-
-    @classmethod
-    def sorted_by(cls, sortable: Sortable, default: str | None = None) -> type["ListArgs"]:
-        """These arguments with a `sort` over `sortable` (`default` when none is given)."""
-        return type(  # type: ignore[return-value]
-            cls.__name__,
-            (cls,),
-            {"sort": Sort(sortable, default), "Meta": type("Meta", (), {"register": False})},
-        )
-
-
-class Encoded(list):
-    """A page's rows whose first column is each item's output already, as JSON text
-    written by the database (`sql.json_of`): answered as it is, without a dump."""
-
-
-def dumped(items: Sequence[Any], schema: Schema, *, encode: bool = True) -> list[Any]:
-    """Rows as output, dumped with `schema`; encoded rows as they are (JSON fragments, or
-    with `encode=False` as the values they hold)."""
-    if isinstance(items, Encoded):
-        if encode:
-            return [orjson.Fragment(row[0]) for row in items]
-        return [orjson.loads(row[0]) for row in items]
-    return schema.dump(items, many=True)
 
 
 def encoded_by_id(output: Select, id_column: Any) -> Encode:
@@ -144,16 +36,6 @@ def encoded_by_id(output: Select, id_column: Any) -> Encode:
         return stmt.where(id_column.in_(ids)).order_by(*order)
 
     return statement
-
-
-@dataclass
-class Page:
-    """One page of a list: its rows (objects or plain rows, as the output schema reads them)."""
-
-    items: Sequence[Any]
-    page: int
-    per_page: int
-    total: int
 
 
 def paginate(
@@ -425,33 +307,3 @@ def every_row(
     rows = rows_statement(entity, entity.id, BOUND_IDS, clauses, options, encoded)
     for chunk in ids.partitions(batch):
         yield load_rows(rows, {"page_ids": list(chunk)}, encoded is not None)
-
-
-def page_url() -> Callable[[int], str]:
-    """The URL of another page of this list: the request's, `page` set (the first value of
-    each argument, in their order; `page` where it was, else last), encoded once."""
-    args = request.args.to_dict()
-    args["page"] = ""
-    pairs = [urlencode({key: value}) for key, value in args.items()]
-    at = list(args).index("page")
-    # The path as sent, percent-encoded again: a search term may hold any character,
-    # line breaks included, and a header may not.
-    prefix = quote(request.path, safe=PATH_SAFE) + "?" + "".join(f"{p}&" for p in pairs[:at])
-    suffix = "".join(f"&{p}" for p in pairs[at + 1 :])
-    return lambda page: f"{prefix}page={page}{suffix}"
-
-
-def page_answer(page: Page, items: list[Any]) -> Response:
-    """The page envelope with its dumped `items`, and the Link header."""
-    response = jsonify(
-        {"items": items, "page": page.page, "perPage": page.per_page, "total": page.total}
-    )
-    last = max(1, -(-page.total // page.per_page))
-    url = page_url()
-    links = [f'<{url(1)}>; rel="first"', f'<{url(last)}>; rel="last"']
-    if page.page > 1:
-        links.append(f'<{url(min(page.page - 1, last))}>; rel="prev"')
-    if page.page < last:
-        links.append(f'<{url(page.page + 1)}>; rel="next"')
-    response.headers["Link"] = ", ".join(links)
-    return response

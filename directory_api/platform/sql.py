@@ -16,7 +16,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import JSON, Integer, String, TypeDecorator, Uuid
 
-from .schemas.fields import Timestamp
+from .output import Timestamp
 from .types import UTCDateTime
 
 
