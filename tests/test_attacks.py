@@ -1282,6 +1282,20 @@ def test_the_file_store_still_counts_its_files_and_prunes_past_its_threshold(app
     assert clients[-1].get("/me/").status_code == 200  # the newest session is kept
 
 
+def test_the_file_store_s_count_is_json_from_its_first_write(app_factory, caplog):
+    """The count cachelib writes on opening the folder is JSON too: read back as a number,
+    with no warning of a stored value that is not JSON."""
+    app = app_factory(SESSION_TYPE="cachelib")
+    cache = app.session_interface.cache
+    with open(cache._get_filename(cache._fs_count_file), "rb") as count:
+        assert json.loads(count.read()[4:]) == 0  # after the expiry cachelib writes first
+    with app.app_context():
+        make_user("ann@example.com")
+    signed_in(app, "ann@example.com")
+    assert cache._file_count == 1
+    assert "not JSON" not in caplog.text
+
+
 def test_a_session_stored_under_its_bare_id_before_the_upgrade_has_ended(store_app):
     """Sessions from before keyed store ids and seals are not found: they end, nothing
     breaks. (Before, JSON under the bare id was read: Flask-Session decodes JSON too.)"""

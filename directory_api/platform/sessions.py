@@ -122,6 +122,14 @@ class JSONFiles(BaseSerializer):
         return from_json(f.read())
 
 
+class JSONFileCache(FileSystemCache):
+    """cachelib's file store, JSON from its first write: its constructor writes the count of
+    files already, which an instance's serializer set afterwards would not see (a pickle
+    then, read back as no count at all, with a warning on every read until rewritten)."""
+
+    serializer = JSONFiles()
+
+
 class SessionLifetimeMixin:
     serializer: Serializer
     key_prefix: str
@@ -281,10 +289,7 @@ def init_sessions(app: Flask) -> None:
     elif kind in ("cachelib", "filesystem"):
         directory = app.config["SESSION_FILE_DIR"] or os.path.join(app.instance_path, "sessions")
         # Past the threshold cachelib deletes expired sessions first, then the oldest ones.
-        cache = FileSystemCache(
-            directory, threshold=app.config["SESSION_FILE_THRESHOLD"], mode=0o600
-        )
-        cache.serializer = JSONFiles()
+        cache = JSONFileCache(directory, threshold=app.config["SESSION_FILE_THRESHOLD"], mode=0o600)
         interface = FileSessionInterface(app, client=cache, **options)
     else:
         raise RuntimeError(f"Unsupported SESSION_TYPE {kind!r}: use 'cachelib' or 'redis'.")
