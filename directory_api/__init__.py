@@ -11,7 +11,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from config import get_config
 
 # Every model registered before Alembic looks.
-from . import audit, models, search, vote_integrity
+from . import audit, listing_pages, models, search, vote_integrity
 from .credentials import init_password_hasher
 from .endpoints import check_declared
 from .platform import reads
@@ -134,7 +134,15 @@ def register_listeners() -> None:
     """What keeps derived data in step within the change's own transaction: listing counts
     and revisions, vote revisions, search columns, employers' vote counts, the audit log;
     and reads refusing to write. Once per process, however many apps it builds."""
-    for module in (reads, models.listing, models.vote, audit, search, vote_integrity):
+    for module in (
+        reads,
+        models.listing,
+        listing_pages,
+        models.vote,
+        audit,
+        search,
+        vote_integrity,
+    ):
         listen(module.LISTENERS)
 
 

@@ -237,6 +237,49 @@ def test_whatever_a_page_shows_changes_its_tag(clients, listed, change, path):
 
 
 @pytest.mark.parametrize("path", [PAGE, SEARCH])
+def test_a_change_no_page_shows_keeps_its_tag(clients, listed, path):
+    """Revisions turn for what the pages' output reads, not for every write: a location's
+    e-mail, a new social and a new category are on no listing's page."""
+    client = clients["anonymous"]
+    before = client.get(path)
+    response = clients["owner"].put(
+        "/locations/slug/harbour", json={"email": "new@harbour.example"}
+    )
+    assert response.status_code == 200
+    assert clients["super"].post("/socials/", json={"name": "Mastodon"}).status_code == 201
+    assert clients["super"].post("/categories/", json={"name": "Bakeries"}).status_code == 201
+
+    again = client.get(path, headers={"If-None-Match": before.headers["ETag"]})
+    assert again.status_code == 304
+
+
+def test_the_pages_revisions_follow_every_table_their_output_reads():
+    """What turns a page's revision is derived from its output statement: a table joined
+    into the output is followed with nothing more to write (a row of it, changed, turns
+    every revision; a row naming a listing turns that listing's)."""
+    from sqlalchemy import select
+
+    from directory_api.listing_pages import OUTPUT, SHOWN, listing_keys
+    from directory_api.models import Location
+    from directory_api.platform.sql import tables_read
+
+    names = {table.name: key for table, key in listing_keys(SHOWN).items()}
+    assert names == {
+        "listings": "id",
+        "listing_socials": "listing_id",
+        "categories": None,
+        "socials": None,
+    }
+    listings, locations = Listing.__table__, Location.__table__
+    wider = OUTPUT.add_columns(locations.c.name).join_from(
+        listings, locations, listings.c.location_id == locations.c.id
+    )
+    with_location = {table.name: key for table, key in listing_keys(tables_read(wider)).items()}
+    assert with_location == {**names, "locations": None}
+    assert tables_read(select(locations.c.id)) == {locations}
+
+
+@pytest.mark.parametrize("path", [PAGE, SEARCH])
 def test_a_page_asked_again_is_answered_before_its_work(app, clients, listed, path):
     """By anyone: the answer is the same for all, the headers of who asks their own."""
     anonymous, owner = clients["anonymous"], clients["owner"]

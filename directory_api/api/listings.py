@@ -9,11 +9,12 @@ from typing import Any
 
 from flask import Blueprint, g
 from marshmallow import ValidationError
-from sqlalchemy import Row, Select, bindparam, func, literal_column, select
+from sqlalchemy import Row, Select, bindparam, select
 from sqlalchemy.orm import joinedload, selectinload
 
 from ..access import located
 from ..endpoints import Access, endpoint
+from ..listing_pages import listings_output
 from ..models import (
     Business,
     Category,
@@ -31,9 +32,8 @@ from ..platform.errors import APIError, abort, invalid
 from ..platform.extensions import db
 from ..platform.limits import exports_per_ip
 from ..platform.output import schema_instance
-from ..platform.page_queries import encoded_by_id, every_row, paginate
+from ..platform.page_queries import every_row, paginate
 from ..platform.pagination import sort_fields
-from ..platform.sql import json_list, json_of, json_text
 from ..schemas.base import TargetSchema
 from ..schemas.common import ImportArgs, ImportOut
 from ..schemas.listings import (
@@ -41,7 +41,6 @@ from ..schemas.listings import (
     ListingListArgs,
     ListingOut,
     ListingUpdate,
-    SocialLinkOut,
 )
 from ..search import TERM_SCHEMA, checked_term, search_criteria
 from .changes import apply_changes, create_named, delete_unused, update_named
@@ -83,43 +82,7 @@ def resolve_references(data: dict[str, Any]) -> None:
         data["socials"] = resolve_socials(data["socials"])
 
 
-# What a page of listings shows, written by the database: each row's `ListingOut` as JSON
-# text (sql.json_of), its subcategory's slug and social links (in their order) included.
-# Built once, not for every page (with its cache key); the page's ids and order are added
-# per request.
 _listings, _categories, _locations = Listing.__table__, Category.__table__, Location.__table__
-_links, _socials = ListingSocial.__table__, Social.__table__
-_link_rows = (
-    select(
-        json_of(
-            schema_instance(SocialLinkOut), {"social_slug": _socials.c.slug, "url": _links.c.url}
-        ).label("link"),
-        _links.c.position,
-    )
-    .select_from(_links.join(_socials, _links.c.social_id == _socials.c.id))
-    .where(_links.c.listing_id == _listings.c.id)
-    .order_by(_links.c.position)
-    .correlate(_listings)
-    .subquery()
-)
-LINKS = select(json_list(_link_rows.c.link, _link_rows.c.position)).scalar_subquery()
-OUTPUT = select(
-    json_text(
-        json_of(
-            schema_instance(ListingOut),
-            {
-                **_listings.c,
-                "subcategory_slug": _categories.c.slug,
-                "socials": func.coalesce(LINKS, literal_column("'[]'")),
-            },
-        )
-    )
-).select_from(_listings.outerjoin(_categories, _listings.c.subcategory_id == _categories.c.id))
-
-
-# Listings (a page, or an export's batch) as their output: one statement whatever their
-# number, and nothing to dump.
-listings_output = encoded_by_id(OUTPUT, _listings.c.id)
 
 
 def plan_import(

@@ -16,11 +16,10 @@ from sqlalchemy import (
     func,
     literal,
     select,
-    tuple_,
 )
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from ..platform.extensions import db
 from ..platform.slugs import SLUG_LENGTH
@@ -188,37 +187,11 @@ def count_deleted(_mapper, connection: Connection, listing: Listing) -> None:
     _change_count(connection, listing.location_id, listing.kind, -1)
 
 
-def turn_revisions(session: Session, _context: object) -> None:
-    """After a flush that changed what list pages show, turn their revisions: in at most
-    one statement whatever the number of rows (a category rename touches all its listings).
-    Inserted and deleted listings turned theirs with their counts."""
-    changed = (*session.dirty, *session.deleted, *session.new)
-    if any(isinstance(item, Category | Social) for item in (*session.dirty, *session.deleted)):
-        # Any list may show a category's or a social's slug.
-        session.connection().execute(
-            ListingCount.__table__.update().values(revision=new_revision())
-        )
-        return
-    listing_ids = {item.listing_id for item in changed if isinstance(item, ListingSocial)}
-    listing_ids |= {item.id for item in session.dirty if isinstance(item, Listing)}
-    listing_ids -= {item.id for item in session.new if isinstance(item, Listing)}
-    if listing_ids:
-        counts, listings = ListingCount.__table__, Listing.__table__
-        of_listings = select(listings.c.location_id, listings.c.kind).where(
-            listings.c.id.in_(listing_ids)
-        )
-        session.connection().execute(
-            counts.update()
-            .where(tuple_(counts.c.location_id, counts.c.kind).in_(of_listings))
-            .values(revision=new_revision())
-        )
-
-
-# Registered by create_app (events.py): the counts and revisions, in the change's flush.
+# Registered by create_app (platform/events.py): the counts, and with them the revisions,
+# in the change's flush (listing_pages.py turns them for the other changes pages show).
 LISTENERS = (
     (Listing, "after_insert", count_inserted, {"propagate": True}),
     (Listing, "after_delete", count_deleted, {"propagate": True}),
-    (Session, "after_flush", turn_revisions, {}),
 )
 
 

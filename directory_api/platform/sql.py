@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from marshmallow import Schema, fields, missing
-from sqlalchemy import literal_column
+from sqlalchemy import Table, literal_column
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy.sql.visitors import iterate
 from sqlalchemy.types import JSON, Integer, String, TypeDecorator, Uuid
 
 from .output import Timestamp
@@ -151,3 +152,8 @@ def written(field: fields.Field, value: Any) -> Any:
     if kind is fields.List and type(field.inner) is fields.Nested and isinstance(column_type, JSON):
         return json_value(value)
     return None
+
+
+def tables_read(statement: Any) -> frozenset[Table]:
+    """Every table `statement` reads, in its subqueries too."""
+    return frozenset(element for element in iterate(statement) if isinstance(element, Table))
