@@ -34,7 +34,7 @@ from .models import (
 from .platform.crypto import email_hash, reencrypt
 from .platform.email_addresses import normalize_email
 from .platform.extensions import db
-from .platform.output import timestamp_text
+from .platform.output import schema_instance, timestamp_text
 from .schemas.votes import VoteOut
 from .vote_integrity import recount_votes
 
@@ -174,7 +174,7 @@ def export(email: str) -> dict[str, Any]:
     votes = db.session.scalars(_votes_of(email).order_by(Vote.created_at, Vote.id)).all()
     return {
         "email": email,
-        "votes": VoteOut(many=True).dump(votes),
+        "votes": schema_instance(VoteOut, many=True).dump(votes),
         "messages": [
             {
                 "id": str(message.id),

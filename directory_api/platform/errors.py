@@ -3,7 +3,7 @@
 from http import HTTPStatus
 from typing import Any, NoReturn
 
-from flask import Flask, Response, current_app, g, json
+from flask import Flask, Response, current_app, g
 from marshmallow import ValidationError
 from redis.exceptions import RedisError
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
@@ -11,6 +11,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from werkzeug.exceptions import HTTPException
 
 from .extensions import db
+from .json_provider import json_response
 
 PROBLEM_MIMETYPE = "application/problem+json"
 
@@ -58,7 +59,7 @@ def problem(status: int, detail: str | None = None, **extra: Any) -> Response:
     if detail:
         body["detail"] = detail
     body.update({key: value for key, value in extra.items() if value is not None})
-    return Response(json.dumps(body), status=status, mimetype=PROBLEM_MIMETYPE)
+    return json_response(body, status, PROBLEM_MIMETYPE)
 
 
 def rewrite_as_problem(response: Response, status: int, detail: str) -> None:

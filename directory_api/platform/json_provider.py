@@ -1,4 +1,8 @@
-"""JSON in and out through orjson: fast, UTF-8 only, no NaN, nesting capped (a 400, not a 500)."""
+"""JSON in and out through orjson: fast, UTF-8 only, no NaN, nesting capped (a 400, not a 500).
+
+`json_response` is how every JSON answer is written, whatever its kind (`jsonify` and
+Flask's own answers through the provider, problems through errors.py): one encoder, one
+spelling, on every database and path."""
 
 from typing import Any
 
@@ -7,6 +11,10 @@ from flask import Response
 from flask.json.provider import JSONProvider as BaseJSONProvider
 
 OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
+def json_response(body: Any, status: int = 200, mimetype: str = "application/json") -> Response:
+    return Response(orjson.dumps(body, option=OPTIONS), status=status, mimetype=mimetype)
 
 
 class JSONProvider(BaseJSONProvider):
@@ -21,5 +29,4 @@ class JSONProvider(BaseJSONProvider):
         return orjson.loads(s)
 
     def response(self, *args: Any, **kwargs: Any) -> Response:
-        obj = self._prepare_response_obj(args, kwargs)
-        return self._app.response_class(orjson.dumps(obj, option=OPTIONS), mimetype=self.mimetype)
+        return json_response(self._prepare_response_obj(args, kwargs))
