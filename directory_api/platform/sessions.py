@@ -216,11 +216,11 @@ class SessionLifetimeMixin:
         if not session.permanent:
             session_lifetime = current_app.config["SESSION_IDLE_LIFETIME"]
         seconds = int(session_lifetime.total_seconds())
-        self._write(store_id, session, seconds, only_if_present=getattr(session, "stored", False))
+        value = self._seal(store_id, session)
+        self._write(store_id, value, seconds, only_if_present=getattr(session, "stored", False))
 
-    def _write(
-        self, store_id: str, session: ServerSideSession, seconds: int, *, only_if_present: bool
-    ) -> None:
+    def _write(self, store_id: str, value: bytes, seconds: int, *, only_if_present: bool) -> None:
+        """Store `value` for `seconds`; `only_if_present`: only over a value still there."""
         raise NotImplementedError
 
     def should_set_storage(self, app: Flask, session: ServerSideSession) -> bool:
@@ -249,24 +249,17 @@ class FileSessionInterface(SessionLifetimeMixin, CacheLibSessionInterface):
     def _read(self, store_id: str) -> Any:
         return self.cache.get(store_id)
 
-    def _write(
-        self, store_id: str, session: ServerSideSession, seconds: int, *, only_if_present: bool
-    ) -> None:
-        if only_if_present and not self.cache.has(store_id):
-            return
-        self.cache.set(store_id, self._seal(store_id, session).decode(), timeout=seconds)
+    def _write(self, store_id: str, value: bytes, seconds: int, *, only_if_present: bool) -> None:
+        if not only_if_present or self.cache.has(store_id):
+            self.cache.set(store_id, value.decode(), timeout=seconds)
 
 
 class RedisSessions(SessionLifetimeMixin, RedisSessionInterface):
     def _read(self, store_id: str) -> Any:
         return self.client.get(store_id)
 
-    def _write(
-        self, store_id: str, session: ServerSideSession, seconds: int, *, only_if_present: bool
-    ) -> None:
-        # XX: only overwrite a key that still exists, atomically.
-        value = self._seal(store_id, session)
-        self.client.set(store_id, value, ex=seconds, xx=only_if_present)
+    def _write(self, store_id: str, value: bytes, seconds: int, *, only_if_present: bool) -> None:
+        self.client.set(store_id, value, ex=seconds, xx=only_if_present)  # XX: atomically
 
 
 def refuse_without_store() -> None:

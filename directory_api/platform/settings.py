@@ -2,8 +2,7 @@
 stop the app, with the same `SettingsError` (one line naming every such variable and what
 it accepts) that config.py raises for values of the wrong kind.
 
-Add a rule here, as a line of its own in `setting_problems`, or a floor in LOWEST or a
-ceiling in HIGHEST.
+Add a rule here, as a line of its own in `setting_problems`, or a range in BOUNDS.
 """
 
 import math
@@ -16,39 +15,42 @@ from flask import Flask
 
 from config import SettingsError
 
-# Each setting and its smallest sensible value (a value below would fail every request).
-LOWEST: dict[str, Any] = {
-    "DATABASE_CONNECT_TIMEOUT": 1,
-    "DATABASE_STATEMENT_TIMEOUT": 0,  # 0: no statement timeout
-    "DATABASE_POOL_TIMEOUT": 0.1,
-    "DATABASE_PING_AFTER": 0,  # 0: ping on every checkout
-    "REDIS_CONNECT_TIMEOUT": 0.1,
-    "REDIS_TIMEOUT": 0.1,
-    "MAIL_TIMEOUT": 0.1,
-    "OUTBOX_LEASE_SECONDS": 2,  # a send must end a second before its lease does
+# Each setting's range: its smallest sensible value (below, it would fail every request) and
+# the most it can be (beyond, a duration or a date computed from it overflows, or the service
+# it configures refuses it); None: no ceiling.
+BOUNDS: dict[str, tuple[Any, Any]] = {
+    "DATABASE_CONNECT_TIMEOUT": (1, None),
+    # 0: no statement timeout; at most what PostgreSQL takes (milliseconds in an int).
+    "DATABASE_STATEMENT_TIMEOUT": (0, 2_147_483),
+    "DATABASE_POOL_TIMEOUT": (0.1, None),
+    "DATABASE_PING_AFTER": (0, None),  # 0: ping on every checkout
+    "REDIS_CONNECT_TIMEOUT": (0.1, None),
+    "REDIS_TIMEOUT": (0.1, None),
+    "MAIL_TIMEOUT": (0.1, None),
+    "OUTBOX_LEASE_SECONDS": (2, None),  # a send must end a second before its lease does
     # Not timeouts, but periods with a floor all the same (0 would erase what is in use).
-    "PII_RETENTION_DAYS": 1,
-    "OUTBOX_RETENTION_DAYS": 1,
-    "AUDIT_RETENTION_DAYS": 1,
-    "SESSION_MAX_LIFETIME": timedelta(days=1),
+    "PII_RETENTION_DAYS": (1, 36500),
+    "OUTBOX_RETENTION_DAYS": (1, 36500),
+    "AUDIT_RETENTION_DAYS": (1, 36500),
+    "SESSION_MAX_LIFETIME": (timedelta(days=1), timedelta(days=3650)),
     # Read in whole hours and days: more than 0 is at least 1 (tests go below, not operators).
-    "SESSION_IDLE_LIFETIME": timedelta(seconds=1),
-    "PERMANENT_SESSION_LIFETIME": timedelta(seconds=1),
+    "SESSION_IDLE_LIFETIME": (timedelta(seconds=1), timedelta(hours=87600)),
+    "PERMANENT_SESSION_LIFETIME": (timedelta(seconds=1), timedelta(days=3650)),
     # Amounts that must not be negative (0 is a choice: no receipts, no public caching).
-    "VOTE_RECEIPTS_PER_ADDRESS": 0,
-    "PUBLIC_MAX_AGE": 0,
-    "SESSION_TOUCH_INTERVAL": 0,
-    "PROXY_FIX_X_FOR": 0,
-    "PROXY_FIX_X_PROTO": 0,
-    "HSTS_MAX_AGE": 0,
-    "IMPORT_MAX_BYTES": 1024,  # a header row and a few rows at least
-    "MAX_CONTENT_LENGTH": 1024,  # the largest vote, with its form encoding
-    "MAIL_PORT": 1,
-    "EXPORTS_AT_ONCE": 1,  # 0 would refuse every export
+    "VOTE_RECEIPTS_PER_ADDRESS": (0, None),
+    "PUBLIC_MAX_AGE": (0, None),
+    "SESSION_TOUCH_INTERVAL": (0, None),
+    "PROXY_FIX_X_FOR": (0, None),
+    "PROXY_FIX_X_PROTO": (0, None),
+    "HSTS_MAX_AGE": (0, None),
+    "IMPORT_MAX_BYTES": (1024, None),  # a header row and a few rows at least
+    "MAX_CONTENT_LENGTH": (1024, None),  # the largest vote, with its form encoding
+    "MAIL_PORT": (1, 65535),
+    "EXPORTS_AT_ONCE": (1, None),  # 0 would refuse every export
     # Argon2's own minimums (memory: 8 KiB per lane).
-    "ARGON2_TIME_COST": 1,
-    "ARGON2_MEMORY_COST": 8,
-    "ARGON2_PARALLELISM": 1,
+    "ARGON2_TIME_COST": (1, None),
+    "ARGON2_MEMORY_COST": (8, None),
+    "ARGON2_PARALLELISM": (1, None),
 }
 # Settings config.py derives from a variable of another name, read in whole units: that
 # variable and its unit.
@@ -87,7 +89,7 @@ def check_settings(app: Flask) -> None:
 
 def setting_problems(app: Flask) -> list[str]:
     config = app.config
-    problems = below_floor(config)
+    problems = out_of_bounds(config)
     problems += [
         f"CORS_ORIGINS entry {origin!r} is not an exact origin such as https://admin.example.org"
         for origin in config["CORS_ORIGINS"]
@@ -96,7 +98,6 @@ def setting_problems(app: Flask) -> list[str]:
     if config["SESSION_TYPE"] == "redis" and not config["REDIS_URL"]:
         problems.append("SESSION_TYPE=redis needs REDIS_URL")
     problems += cookie_prefix_problems(config)
-    problems += above_ceiling(config)
     if config["ARGON2_MEMORY_COST"] < 8 * config["ARGON2_PARALLELISM"]:
         problems.append("ARGON2_MEMORY_COST must be at least 8 × ARGON2_PARALLELISM (KiB)")
     if config.get("ENV_NAME") == "production" and not config.get("TESTING"):
@@ -123,38 +124,18 @@ def cookie_prefix_problems(config: Any) -> list[str]:
     return problems
 
 
-# What a setting can be at most: beyond, a duration or a date computed from it overflows,
-# or the service it configures refuses it.
-HIGHEST: dict[str, Any] = {
-    "MAIL_PORT": 65535,
-    "DATABASE_STATEMENT_TIMEOUT": 2_147_483,  # seconds: PostgreSQL takes milliseconds in an int
-    "PII_RETENTION_DAYS": 36500,
-    "OUTBOX_RETENTION_DAYS": 36500,
-    "AUDIT_RETENTION_DAYS": 36500,
-    "SESSION_MAX_LIFETIME": timedelta(days=3650),
-    "PERMANENT_SESSION_LIFETIME": timedelta(days=3650),
-    "SESSION_IDLE_LIFETIME": timedelta(hours=87600),
-}
-
-
-def below_floor(config: dict[str, Any]) -> list[str]:
-    """A bound or period under its floor, named as the variable it is read from."""
-    return [
-        f"{variable} must be at least {limit} (it is {shown})"
-        for name, lowest in LOWEST.items()
-        if not config[name] >= lowest
-        for variable, limit, shown in [as_read(name, lowest, config[name], math.ceil)]
-    ]
-
-
-def above_ceiling(config: dict[str, Any]) -> list[str]:
-    """A setting above what can work, named as the variable it is read from."""
-    return [
-        f"{variable} must be at most {limit} (it is {shown})"
-        for name, highest in HIGHEST.items()
-        if config[name] > highest
-        for variable, limit, shown in [as_read(name, highest, config[name], math.floor)]
-    ]
+def out_of_bounds(config: dict[str, Any]) -> list[str]:
+    """A setting under its floor or above its ceiling, named as the variable it is read from."""
+    problems = []
+    for name, (lowest, highest) in BOUNDS.items():
+        value = config[name]
+        if not value >= lowest:
+            variable, limit, shown = as_read(name, lowest, value, math.ceil)
+            problems.append(f"{variable} must be at least {limit} (it is {shown})")
+        elif highest is not None and value > highest:
+            variable, limit, shown = as_read(name, highest, value, math.floor)
+            problems.append(f"{variable} must be at most {limit} (it is {shown})")
+    return problems
 
 
 def as_read(name: str, limit: Any, value: Any, whole: Any) -> tuple[str, Any, str]:
