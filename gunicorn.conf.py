@@ -65,6 +65,11 @@ try:
 except SettingsError as error:
     error.show()
     sys.exit(error.exit_code)
+finally:
+    # The master forgets config.py once it has read it: every worker imports it as it is on
+    # disk, also those `kill -HUP` starts with a new release's code (and this file, read
+    # again then, checks the new release's settings).
+    del sys.modules["config"]
 
 
 def post_fork(server: Any, worker: Any) -> None:

@@ -21,6 +21,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import socket
 import ssl
 import statistics
@@ -63,9 +64,10 @@ class Server(NamedTuple):
 
 
 @contextmanager
-def gunicorn(database_url: str, folder: Path, **settings: str) -> Iterator:
-    """gunicorn serving the app as deployed, in production, on a free port until the block
-    ends (sessions in files, rate limits in memory: nothing shared); `settings` on top."""
+def gunicorn(database_url: str, folder: Path, root: Path = ROOT, **settings: str) -> Iterator:
+    """gunicorn serving the app as deployed (gunicorn.conf.py, in `root`), in production,
+    on a free port until the block ends (sessions in files, rate limits in memory: nothing
+    shared); `settings` on top."""
     port = free_port()
     env = {
         **os.environ,
@@ -85,7 +87,7 @@ def gunicorn(database_url: str, folder: Path, **settings: str) -> Iterator:
     with log_path.open("w") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "wsgi:app"],
-            cwd=ROOT,
+            cwd=root,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -802,3 +804,33 @@ def test_gunicorn_is_at_least_the_release_setup_cfg_asks_for_with_no_cap():
     running = re.search(r"\(version ([\d.]+)\)", result.stdout)
     assert running is not None, result.stdout
     assert tuple(int(part) for part in running[1].split(".")) >= lowest
+
+
+def test_kill_hup_serves_a_new_release_config_py_included(migrated_database, tmp_path):
+    """`kill -HUP` starts new workers with the code on disk and lets the old ones finish.
+    The master reads config.py for its own checks (gunicorn.conf.py) and forgets it, so the
+    new workers import the new one too."""
+    release = tmp_path / "release"
+    release.mkdir()
+    for name in ("config.py", "wsgi.py", "gunicorn.conf.py"):
+        shutil.copy(ROOT / name, release / name)
+    for name in ("directory_api", "migrations"):
+        shutil.copytree(ROOT / name, release / name, ignore=shutil.ignore_patterns("__pycache__"))
+
+    def max_age(port: int) -> str:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            connection.request("GET", "/regions/")
+            return connection.getresponse().getheader("Cache-Control")
+        finally:
+            connection.close()
+
+    with gunicorn(migrated_database, tmp_path, root=release, WEB_CONCURRENCY="1") as server:
+        assert max_age(server.port) == f"public, max-age={Config.PUBLIC_MAX_AGE}"
+        with (release / "config.py").open("a") as config:  # the new release's default
+            config.write(f"\nConfig.PUBLIC_MAX_AGE = {Config.PUBLIC_MAX_AGE + 1}\n")
+        server.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while max_age(server.port) != f"public, max-age={Config.PUBLIC_MAX_AGE + 1}":
+            assert time.monotonic() < deadline, (tmp_path / "gunicorn.log").read_text()
+            time.sleep(0.2)
