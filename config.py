@@ -23,7 +23,7 @@ T = TypeVar("T")
 class SettingsError(click.ClickException):
     """Settings the app cannot start with. The message is one line naming each variable and
     what it accepts: `flask` prints it as `Error: …` and exits 1 (a ClickException), and
-    gunicorn's worker prints it alone and stops the server (directory_api/gunicorn_worker.py).
+    gunicorn prints it alone and stops (gunicorn.conf.py: its master, and `post_fork`).
     Values are shown except where they may hold a password (URLs) or are secrets."""
 
     def __init__(self, problems: Iterable[str]) -> None:

@@ -1,22 +1,24 @@
-"""gunicorn settings: `gunicorn -c gunicorn.conf.py wsgi:app`. Each one can be overridden
-from the environment (see README, "Deploying")."""
+"""gunicorn settings: `gunicorn -c gunicorn.conf.py wsgi:app`, behind nginx
+(deploy/nginx.conf). Each one can be overridden from the environment (see README,
+"Deploying")."""
 
 import multiprocessing
 import os
 import sys
+from typing import Any
 
-from config import SettingsError, env, env_choice, env_float, env_int, get_config
-from directory_api.gunicorn_worker import BoundedThreadWorker
+from gunicorn.errors import AppImportError
+
+from config import SettingsError, env, env_choice, env_int, get_config
 
 bind = env("GUNICORN_BIND", "127.0.0.1:8000")
 # The usual 2 × cores + 1 processes; WEB_CONCURRENCY overrides (as on most platforms).
 workers = env_int("WEB_CONCURRENCY", multiprocessing.cpu_count() * 2 + 1)
-# gthread, where a thread only takes a request that has fully arrived, so that slow clients
-# cannot hold them all; each worker serves `threads` requests at once.
-worker_class = BoundedThreadWorker
+# gunicorn's own gthread: each worker serves `threads` requests at once. A thread blocks on
+# its client, so slow clients must never reach it: nginx in front buffers requests and
+# answers (deploy/nginx.conf).
+worker_class = "gthread"
 threads = env_int("GUNICORN_THREADS", 8)
-# A client has this long, from its first byte, to deliver a whole request; then a 408.
-BoundedThreadWorker.client_timeout = env_float("GUNICORN_CLIENT_TIMEOUT", 10.0)
 
 # A worker whose event loop stops checking in for this long is restarted (a slow request
 # does not count with threads: the app's own timeouts bound it); on SIGTERM, workers get
@@ -48,7 +50,6 @@ control_socket_disable = control_socket is None
 
 # A value of the wrong kind, here or in the app's settings, stops the master before any
 # worker starts, with one line (an exception here would be a page of gunicorn's traceback).
-# Values that are readable but cannot work stop the first worker (gunicorn_worker.py).
 # The master also refuses an EXPORTS_AT_ONCE that would let exports take every thread: a
 # process streams that many at most (directory_api/platform/at_once.py), and one thread at least is
 # left for the other requests (a single thread has none to leave: it serves one at a time).
@@ -64,3 +65,27 @@ try:
 except SettingsError as error:
     error.show()
     sys.exit(error.exit_code)
+finally:
+    # The master forgets config.py once it has read it: every worker imports it as it is on
+    # disk, also those `kill -HUP` starts with a new release's code (and this file, read
+    # again then, checks the new release's settings).
+    del sys.modules["config"]
+
+
+def post_fork(server: Any, worker: Any) -> None:
+    """Values the app can read but refuses (a timeout of 0, a weak SECRET_KEY in production)
+    stop the first worker as gunicorn's "App failed to load": their one line on stderr, and
+    the server stops, instead of a traceback and "Worker failed to boot". The app is still
+    loaded where gunicorn loads it, in the worker's start (as its user, in its environment);
+    the hook only words the refusal."""
+    load_wsgi = worker.load_wsgi
+
+    def load_or_refuse() -> None:
+        from config import SettingsError  # the worker's own import, not the master's
+
+        try:
+            load_wsgi()
+        except SettingsError as error:
+            raise AppImportError(error.format_message()) from None
+
+    worker.load_wsgi = load_or_refuse

@@ -395,7 +395,7 @@ def production_env(database_url: str, kind: str) -> dict[str, str]:
 
 
 def start_gunicorn(app: str, env: dict[str, str], port: int, log_name: str) -> subprocess.Popen:
-    """gunicorn with the service's own settings file (its worker, 2 processes), serving
+    """gunicorn with the service's own settings file (stock gthread, 2 processes), serving
     `app` (the service, or the bare Flask app beside it) on `port`."""
     env = env | {"GUNICORN_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": "2"}
     log = (OUT / log_name).open("w")

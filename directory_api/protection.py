@@ -1,16 +1,12 @@
-"""Per-request protection: request ids, cross-site refusal, JSON-only bodies, safe headers,
-and closing the connection after a body left unread."""
+"""Per-request protection: request ids, cross-site refusal, JSON-only bodies, safe headers."""
 
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterable
-from typing import IO, Any
 from urllib.parse import urlsplit
 
 from flask import Flask, Response, current_app, g, request
 from flask_cors.core import get_cors_options, set_cors_headers
-from werkzeug.wsgi import get_content_length
 
 from .endpoints import current_declaration
 from .platform.bodies import JSON_ONLY, check_media_type
@@ -153,61 +149,9 @@ def add_security_headers(response: Response) -> Response:
     return response
 
 
-class BodyInput:
-    """`wsgi.input` that notes whether the request body was read to its end.
-
-    Werkzeug's `request.stream` cannot tell: gunicorn marks its input terminated, so the
-    stream is limited by MAX_CONTENT_LENGTH, not by the body's Content-Length.
-    """
-
-    def __init__(self, stream: IO[bytes], length: int | None) -> None:
-        self.stream = stream
-        self.left = length  # None when chunked: the end is where a read comes back empty
-        self.at_end = False
-
-    def read(self, size: int | None = -1) -> bytes:
-        return self.count(self.stream.read(size), size)
-
-    def readline(self, size: int | None = -1) -> bytes:
-        return self.count(self.stream.readline(size), size)
-
-    def count(self, data: bytes, size: int | None) -> bytes:
-        """Note `data`, read when `size` was asked for; pass it on."""
-        if self.left is not None:
-            self.left -= len(data)
-        if (self.left is not None and self.left <= 0) or (not data and size != 0):
-            self.at_end = True
-        return data
-
-
-def track_bodies(wsgi_app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
-    """Wrap `wsgi.input` of every request that announces a body in a BodyInput."""
-
-    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        length = get_content_length(environ)
-        chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
-        if length or chunked:
-            environ["wsgi.input"] = BodyInput(environ["wsgi.input"], None if chunked else length)
-        return wsgi_app(environ, start_response)
-
-    return application
-
-
-def close_if_body_unread(response: Response) -> Response:
-    """A body left unread (refused before it was read: 403, 404, 413, 415…) would be taken for
-    the next request on a kept-alive connection, or the server would have to swallow it
-    first: the connection closes after this answer instead."""
-    body = request.environ.get("wsgi.input")
-    if isinstance(body, BodyInput) and not body.at_end:
-        response.headers["Connection"] = "close"
-    return response
-
-
 def register_protection(app: Flask) -> None:
-    app.wsgi_app = track_bodies(app.wsgi_app)  # type: ignore[method-assign]
     app.before_request(assign_request_id)
     app.before_request(refuse_cross_site)
     app.before_request(require_json_bodies)
     app.after_request(add_security_headers)
-    app.after_request(close_if_body_unread)
     app.after_request(open_public_forms)
