@@ -160,6 +160,7 @@ def register_blueprints(app: Flask) -> None:
         regions,
         socials,
         supers,
+        tokens,
         votes,
     )
 
@@ -172,6 +173,7 @@ def register_blueprints(app: Flask) -> None:
         categories,
         socials,
         supers,
+        tokens,
         locations,
         votes,
         audit_log,

@@ -1,16 +1,27 @@
-"""Who may do what: views declare it with `@endpoint(access=…)`; a super passes every check."""
+"""Who the caller is and what they may do: views declare it with `@endpoint(access=…,
+scope=…)`; a super passes every role check.
+
+A caller is a session (Flask-Login, the cookie) or a personal API token (`Authorization:
+Bearer`, API.md 14), never both: a bearer request is identified here before anything else
+reads who is calling, and a cookie sent beside it plays no part. A token acts as its user
+with that user's current roles, narrowed by its scopes and the locations it is limited to.
+"""
 
 import enum
+from datetime import timedelta
 from typing import Any
 
-from flask import session
+from flask import g, request, session
 from flask_login import current_user
-from sqlalchemy import bindparam, select
-from sqlalchemy.orm import lazyload
+from sqlalchemy import bindparam, or_, select, update
+from sqlalchemy.orm import joinedload, lazyload
 
-from .models import Location, Membership, Role, User
+from .models import ApiToken, Location, Membership, Role, User
+from .models.api_token import INCLUDED, Scope
+from .platform.bearer import bearer_of, token_hash, well_formed
 from .platform.errors import abort
 from .platform.extensions import db, login_manager
+from .platform.types import utcnow
 
 # Built once: who a session names, by the per-user session token a password change replaces.
 SIGNED_IN_USER = select(User).where(User.session_token == bindparam("token"))
@@ -40,9 +51,14 @@ def location_role(user: Any, location: Location) -> Role | None:
     )
 
 
-def has_location_access(user: Any, location: Location) -> bool:
-    """Super, or owner or admin of the location."""
-    return user.is_authenticated and (user.is_super or location_role(user, location) is not None)
+def has_location_access(user: Any, location: Location, scope: "Scope") -> bool:
+    """Super, or owner or admin of the location; through a token, one that reaches `scope`
+    there."""
+    return (
+        user.is_authenticated
+        and may_use(scope, location)
+        and (user.is_super or location_role(user, location) is not None)
+    )
 
 
 def check_may_edit_details(target: User) -> None:
@@ -119,3 +135,87 @@ def check_access(access: Access | None, location: Location | None) -> None:
         abort(403, "Only a super may do this.")
     if location_role(current_user, location) not in ROLES_AT_LOCATION[access]:
         abort(403, "You do not have this role at this location.")
+
+
+TOKEN_PREFIX = "dapi_"  # noqa: S105 (a prefix, not a secret)
+LAST_USE_EVERY = timedelta(minutes=1)  # how often a token's last use is written, at most
+INVALID_TOKEN = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+
+# Built once: the live token a hash names, with its user, in one statement.
+TOKEN_BY_HASH = (
+    select(ApiToken)
+    .where(ApiToken.token_hash == bindparam("hash"), ApiToken.revoked_at.is_(None))
+    .options(joinedload(ApiToken.user))
+)
+
+
+def identify_caller() -> None:
+    """A bearer request's caller is its token's user (or a 401); any other request's is
+    whoever its session names, as Flask-Login finds them when asked."""
+    text = bearer_of(request)
+    if text is None:
+        return
+    g.session_unused = True  # no cookie is read, kept alive or set (sessions.py)
+    if not well_formed(text, TOKEN_PREFIX):
+        abort(401, "This is not a token of this service.", headers=INVALID_TOKEN)
+    token = db.session.scalar(TOKEN_BY_HASH, {"hash": token_hash(text)})
+    now = utcnow()
+    if token is None or not token.live(now):
+        abort(401, "This token is unknown, expired or revoked.", headers=INVALID_TOKEN)
+    g.api_token = token
+    g._login_user = token.user  # Flask-Login's slot: current_user is the token's user
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USE_EVERY:
+        note_use(token, now)
+
+
+def note_use(token: ApiToken, now: Any) -> None:
+    """Write when and from where a token was last used, in a transaction of its own (a
+    read's session writes nothing), at most once a minute however many requests use it:
+    of two racing requests, the one whose condition still holds writes."""
+    with db.engine.begin() as connection:
+        connection.execute(
+            update(ApiToken)
+            .where(
+                ApiToken.id == token.id,
+                or_(ApiToken.last_used_at.is_(None), ApiToken.last_used_at < now - LAST_USE_EVERY),
+            )
+            .values(last_used_at=now, last_used_ip=request.remote_addr)
+        )
+
+
+def calling_token() -> ApiToken | None:
+    """The token this request came with, if it came with one."""
+    return g.get("api_token")
+
+
+def granted(scopes: list[str] | tuple[str, ...]) -> set[str]:
+    """Scopes and what they include."""
+    return {*scopes, *(INCLUDED[Scope(s)] for s in scopes if s in INCLUDED)}
+
+
+def check_token(scope: Scope | None, tokens: bool, location: Location | None) -> None:
+    """403 when a token may not call this endpoint: one never may (`tokens=False`: its own
+    kind, the password, the address, sign-out), its scopes lack `scope`, or the path's
+    location is not one it is limited to."""
+    token = calling_token()
+    if token is None:
+        return
+    if not tokens:
+        abort(403, "A token may not do this: sign in with a session.")
+    if scope is not None and scope not in granted(token.scopes):
+        abort(
+            403,
+            f"This token lacks the scope {scope}.",
+            headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{scope}"'},
+        )
+    if location is not None and not token.limited_to(location.id):
+        abort(403, "This token is limited to other locations.")
+
+
+def may_use(scope: Scope, location: Location | None = None) -> bool:
+    """Whether the caller's token (if any) reaches `scope` (at `location`): for a view that
+    shows more to staff, what a token without it sees is what the public sees."""
+    token = calling_token()
+    return token is None or (
+        scope in granted(token.scopes) and (location is None or token.limited_to(location.id))
+    )

@@ -103,7 +103,9 @@ def shown(value: Any) -> Any:
         return str(value)
     if isinstance(value, datetime):
         return timestamp_text(value)
-    if isinstance(value, list):  # social links; none is null
+    if isinstance(value, list):  # social links (none is null), or plain values (scopes)
+        if value and all(isinstance(item, str) for item in value):
+            return value
         return [{"social": link.social.slug, "url": link.url} for link in value] or None
     if hasattr(value, "slug"):  # a related row: its slug
         return value.slug
@@ -222,6 +224,14 @@ def acting_user() -> User | None:
     return None
 
 
+def acting_token_id(actor: User | None) -> uuid.UUID | None:
+    """The id of the API token this request came with, if its user is `actor`."""
+    token = g.get("api_token") if has_request_context() else None
+    return (
+        token.id if token is not None and actor is not None and token.user_id == actor.id else None
+    )
+
+
 def record(
     action: str, target: User | None, actor: User | None = None, *, sign_in: bool = False
 ) -> None:
@@ -330,6 +340,8 @@ def _collect(session: Session, _context: Any, _instances: Any) -> None:
         if state == "dirty" and not changes:
             continue
         verb = {"new": "create", "dirty": "update", "deleted": "delete"}[state]
+        if state == "dirty":
+            verb = next((v for f, v in audited.verbs if field_name(f) in changes), verb)
         key = (obj, "change")
         if key in transaction.pending:
             transaction.pending[key].merge(changes)
@@ -402,6 +414,7 @@ def _write(session: Session) -> None:
                 action=entry.action,
                 actor_id=entry.actor.id if entry.actor is not None else None,
                 actor_email=entry.actor.email if entry.actor is not None else None,
+                actor_token_id=acting_token_id(entry.actor),
                 target_type=entry.target_type,
                 target_id=target_id,
                 target_slug=getattr(target, "slug", None),

@@ -23,9 +23,10 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from flask import Flask, current_app, session
 from flask_login import login_user
-from sqlalchemy import ColumnElement, Select, and_, delete, select
+from sqlalchemy import ColumnElement, Select, and_, delete, func, select
 
 from .models import (
+    ApiToken,
     GrantedRole,
     Location,
     Membership,
@@ -37,6 +38,8 @@ from .models import (
     UserStatus,
     utcnow,
 )
+from .platform.bearer import new_token as new_api_token
+from .platform.bearer import shown_part, token_hash
 from .platform.email_addresses import normalize_email
 from .platform.errors import abort
 from .platform.extensions import db
@@ -346,5 +349,100 @@ def set_password(user: User, password: str) -> None:
         void_tokens(user, purpose)
 
 
+def reset_password(user: User, password: str) -> None:
+    """A password set through a reset link: as `set_password`, and every API token of the
+    account revoked (whoever had the old password may have made some)."""
+    set_password(user, password)
+    revoke_api_tokens(ApiToken.user_id == user.id)
+
+
 def record_login(user: User) -> None:
     user.last_login_at = utcnow()
+
+
+# Personal API tokens (API.md 14).
+MAX_LIVE_API_TOKENS = 50
+
+
+def live_api_tokens() -> ColumnElement[bool]:
+    return and_(ApiToken.revoked_at.is_(None), ApiToken.expires_at > utcnow())
+
+
+def locations_for_token(user: User, slugs: list[str] | None) -> list[Location] | None:
+    """The locations a new token of `user` is limited to: each must exist and be one the
+    user has access to (a super has access everywhere); 422 naming those that are not."""
+    if slugs is None:
+        return None
+    found = {
+        location.slug: location
+        for location in db.session.scalars(select(Location).where(Location.slug.in_(slugs)))
+    }
+    if not user.is_super:
+        held = set(
+            db.session.scalars(select(Membership.location_id).where(Membership.user_id == user.id))
+        )
+        found = {slug: location for slug, location in found.items() if location.id in held}
+    if refused := sorted(set(slugs) - set(found)):
+        abort(
+            422,
+            "The request body has invalid fields.",
+            errors={"locations": [f"No location you have access to: {', '.join(refused)}."]},
+        )
+    return [found[slug] for slug in dict.fromkeys(slugs)]
+
+
+def create_api_token(user: User, data: dict[str, Any], prefix: str) -> ApiToken:
+    """A new token for `user` (their password checked by the view), its secret on
+    `secret` for the one answer that shows it, and the mail that tells them."""
+    locations = locations_for_token(user, data.get("locations"))
+    live = db.session.scalar(
+        select(func.count())
+        .select_from(ApiToken)
+        .where(ApiToken.user_id == user.id, live_api_tokens())
+    )
+    if live >= MAX_LIVE_API_TOKENS:
+        abort(409, f"You have {MAX_LIVE_API_TOKENS} live tokens: revoke one first.")
+    secret = new_api_token(prefix)
+    now = utcnow()
+    token = ApiToken(
+        user_id=user.id,
+        name=data["name"],
+        token_hash=token_hash(secret),
+        prefix=shown_part(secret),
+        scopes=sorted(set(data["scopes"])),
+        location_ids=None if locations is None else [str(location.id) for location in locations],
+        created_at=now,
+        expires_at=now + timedelta(days=data["expires_in_days"]),
+    )
+    db.session.add(token)
+    token.secret = secret
+    token.location_slugs = None if locations is None else [location.slug for location in locations]
+    queue_mail(user.email, "token_created", user=user, token=token)
+    return token
+
+
+def revoke_api_tokens(*criteria: Any) -> list[ApiToken]:
+    """Revoke the live tokens that meet `criteria`, through the session (each one audited)."""
+    tokens = db.session.scalars(select(ApiToken).where(live_api_tokens(), *criteria)).all()
+    now = utcnow()
+    for token in tokens:
+        token.revoked_at = now
+    return list(tokens)
+
+
+def with_location_slugs(tokens: Any) -> Any:
+    """`tokens` with the slugs of the locations each is limited to (one statement for all;
+    a deleted location is left out, and the limit stays: it matches nothing)."""
+    ids = {uuid.UUID(i) for token in tokens for i in (token.location_ids or ())}
+    slugs: dict[uuid.UUID, str] = {}
+    if ids:
+        rows = db.session.execute(select(Location.id, Location.slug).where(Location.id.in_(ids)))
+        slugs = {location_id: slug for location_id, slug in rows}
+    for token in tokens:
+        if token.location_ids is None:
+            token.location_slugs = None
+        else:
+            token.location_slugs = sorted(
+                slugs[uuid.UUID(i)] for i in token.location_ids if uuid.UUID(i) in slugs
+            )
+    return tokens

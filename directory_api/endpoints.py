@@ -31,8 +31,9 @@ from typing import Any
 from flask import Flask, Response, current_app, g, jsonify, request
 from marshmallow import Schema
 
-from .access import Access, check_access, check_signed_in, get_location_or_404
+from .access import Access, check_access, check_signed_in, check_token, get_location_or_404
 from .models import Location
+from .models.api_token import Scope
 from .platform.at_once import EXPORTS
 from .platform.bodies import (
     CSV_MIMETYPE,
@@ -67,6 +68,11 @@ class Endpoint:
     query: type[Schema] | None = None
     paged: bool = False
     access: Access | None = None
+    # What a token needs to call it, beside its user's role (API.md 14): every endpoint
+    # with a role declares one; None for one any token may call (GET /me/). `tokens=False`:
+    # no token ever may (its own kind, the password, the address, sign-out).
+    scope: Scope | None = None
+    tokens: bool = True
     forms: bool = False
     # Answers text/csv (a Response the view streams): `response` names its rows. It streams
     # in one of the process's EXPORTS_AT_ONCE slots (at_once.py).
@@ -178,6 +184,8 @@ def endpoint(
             check_signed_in(declaration.access)
             if "slug" in path:
                 path["location"] = g.path_location = declaration.locate(path.pop("slug"))
+            if declaration.access is not None:
+                check_token(declaration.scope, declaration.tokens, path.get("location"))
             check_access(declaration.access, path.get("location"))
             if declaration.revision is not None:
                 revision = declaration.revision(path.get("location"))
@@ -204,12 +212,17 @@ def current_declaration() -> Endpoint | None:
 
 
 def check_declared(app: Flask) -> None:
-    """Refuse to start with a route whose view is not declared with `@endpoint`."""
+    """Refuse to start with a route whose view is not declared with `@endpoint`, or whose
+    role is declared without the scope a token needs for it."""
     for rule in app.url_map.iter_rules():
         if rule.endpoint == "static":
             continue
-        if declaration_of(app.view_functions[rule.endpoint]) is None:
+        declaration = declaration_of(app.view_functions[rule.endpoint])
+        if declaration is None:
             raise LookupError(
                 f"{rule.endpoint} ({rule.rule}) is not declared with @endpoint right under "
                 "its route decorator"
             )
+        role = declaration.access not in (None, Access.LOGIN)
+        if role and declaration.tokens and declaration.scope is None:
+            raise LookupError(f"{rule.endpoint} ({rule.rule}) declares a role but no scope")

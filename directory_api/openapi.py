@@ -218,9 +218,17 @@ def operation(
         op["description"] = "Requires: " + ROLE_TEXT[declared.access]
         op["x-required-role"] = str(declared.access)
         op["security"] = [{"cookieAuth": []}]
+        if declared.tokens:  # a token with the scope (role names, as OpenAPI 3.1 allows)
+            scopes = [str(declared.scope)] if declared.scope else []
+            op["security"].append({"bearerAuth": scopes})
+            if declared.scope:
+                op["x-required-scope"] = str(declared.scope)
+        else:
+            op["description"] += " Only by a session: no API token may call it."
     elif declared.public is not None:
         op["description"] = PUBLIC_VIEW_TEXT
-        op["security"] = [{}, {"cookieAuth": []}]  # anyone; signed in, perhaps more
+        # anyone; signed in (or a token of staff), perhaps more
+        op["security"] = [{}, {"cookieAuth": []}, {"bearerAuth": []}]
     else:
         op["security"] = []  # public
     parameters: list[dict[str, Any]] = []
@@ -319,6 +327,19 @@ def build_openapi(app: Flask) -> dict[str, Any]:
             "in": "cookie",
             "name": app.config["SESSION_COOKIE_NAME"],
             "description": "The session cookie set by POST /auth/login.",
+        },
+    )
+    document.components.security_scheme(
+        "bearerAuth",
+        {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "dapi_ + 36 base62 characters",
+            "description": (
+                "A personal API token (POST /me/tokens/), sent as `Authorization: Bearer "
+                "dapi_…`. It acts as its user, narrowed to its scopes (`x-required-scope`) "
+                "and locations."
+            ),
         },
     )
     paths: dict[str, dict[str, Any]] = {}

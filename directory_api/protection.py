@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from flask import Flask, Response, current_app, g, request
 from flask_cors.core import get_cors_options, set_cors_headers
 
+from .access import calling_token, identify_caller
 from .endpoints import current_declaration
 from .platform.bodies import JSON_ONLY, check_media_type
 from .platform.cors import PUBLIC_FORMS
@@ -55,8 +56,8 @@ def refuse_cross_site() -> None:
     A public form's endpoint (`cross_site`) takes them, as from someone signed out: a
     cookie that came along is not used.
     """
-    if request.method in SAFE_METHODS:
-        return
+    if request.method in SAFE_METHODS or calling_token() is not None:
+        return  # a token is never sent ambiently: a page cannot make a browser send one
     origin = request.headers.get("Origin")
     if origin is not None:
         foreign = not origin_allowed(origin)
@@ -151,6 +152,7 @@ def add_security_headers(response: Response) -> Response:
 
 def register_protection(app: Flask) -> None:
     app.before_request(assign_request_id)
+    app.before_request(identify_caller)  # a bearer token, before anything asks who calls
     app.before_request(refuse_cross_site)
     app.before_request(require_json_bodies)
     app.after_request(add_security_headers)

@@ -46,19 +46,27 @@ def test_every_route_of_the_app_is_documented(app, document):
     assert len(expected) >= 70
 
 
-def test_protected_operations_name_their_role_and_the_cookie(app, document):
+def test_protected_operations_name_their_role_the_cookie_and_the_token(app, document):
     scheme = document["components"]["securitySchemes"]["cookieAuth"]
     assert scheme == {**scheme, "type": "apiKey", "in": "cookie", "name": "session"}
+    bearer = document["components"]["securitySchemes"]["bearerAuth"]
+    assert bearer == {**bearer, "type": "http", "scheme": "bearer"}
     for rule, method in routes(app):
         op = document["paths"][openapi_path(rule)][method]
         access = declaration_of(app.view_functions[rule.endpoint]).access
         declaration = declaration_of(app.view_functions[rule.endpoint])
         if access:
             assert op["x-required-role"] == access, rule.rule
-            assert op["security"] == [{"cookieAuth": []}]
+            scope = declaration.scope
+            if not declaration.tokens:
+                assert op["security"] == [{"cookieAuth": []}], rule.rule
+            else:
+                bearer_scopes = [str(scope)] if scope else []
+                assert op["security"] == [{"cookieAuth": []}, {"bearerAuth": bearer_scopes}]
+                assert op.get("x-required-scope") == (str(scope) if scope else None)
             assert {"401", "403"} <= set(op["responses"]), rule.rule
         elif declaration.public is not None:  # signing in shows more (API.md 13)
-            assert op["security"] == [{}, {"cookieAuth": []}], rule.rule
+            assert op["security"] == [{}, {"cookieAuth": []}, {"bearerAuth": []}], rule.rule
         else:
             assert op["security"] == [], rule.rule  # public
 
@@ -66,7 +74,7 @@ def test_protected_operations_name_their_role_and_the_cookie(app, document):
 def test_the_votes_reads_show_staff_fields_only_to_staff(document):
     paths = document["paths"]
     for path in ("/locations/{slug}/votes/", "/locations/{slug}/votes/id/{vote_id}"):
-        assert paths[path]["get"]["security"] == [{}, {"cookieAuth": []}]
+        assert paths[path]["get"]["security"] == [{}, {"cookieAuth": []}, {"bearerAuth": []}]
     vote = document["components"]["schemas"]["VoteOut"]
     staff_only = set(vote["properties"]) - set(vote["required"])
     assert staff_only == FULL_KEYS - PUBLIC_KEYS  # what test_votes sees the two views show

@@ -38,6 +38,7 @@ import pytest
 from flask import Flask
 
 from directory_api.models import Location, Role
+from directory_api.platform.extensions import db
 
 from .conftest import PROBLEM, database_rows, link_in, queued_mail, signed_in
 from .factories import (
@@ -81,6 +82,11 @@ def only(status: int, allowed: tuple[str, ...]) -> dict[str, int]:
         identity: status if identity in allowed else 401 if identity == "anonymous" else 403
         for identity in IDENTITIES
     }
+
+
+def owned_by(status: int, owner: str) -> dict[str, int]:
+    """A signed-in user's own resource: 404 for every other signed-in user."""
+    return {**signed_in_users(404), owner: status}
 
 
 def visible_to(status: int, allowed: tuple[str, ...]) -> dict[str, int]:
@@ -343,6 +349,27 @@ TABLE: Rows = {
     # The audit log (API.md 10): supers read it all, owners their location's.
     ("/audit/", "GET"): Case("/audit/", only(200, SUPER)),
     ("/locations/<slug:slug>/audit/", "GET"): Case("/locations/harbour/audit/", only(200, OWNER)),
+    # Personal API tokens (API.md 14): by session, each user their own; supers every one.
+    ("/me/tokens/", "POST"): Case(
+        "/me/tokens/",
+        signed_in_users(201),
+        {"name": "cron", "password": PASSWORD, "scopes": ["directory:read"]},
+    ),
+    ("/me/tokens/", "GET"): Case("/me/tokens/", signed_in_users(200), needs=("api_token",)),
+    ("/me/tokens/", "DELETE"): Case("/me/tokens/", signed_in_users(204), needs=("api_token",)),
+    ("/me/tokens/id/<uuid:token_id>", "GET"): Case(
+        "/me/tokens/id/{api_token}", owned_by(200, "owner"), needs=("api_token",)
+    ),
+    ("/me/tokens/id/<uuid:token_id>", "DELETE"): Case(
+        "/me/tokens/id/{api_token}", owned_by(204, "owner"), needs=("api_token",)
+    ),
+    ("/tokens/", "GET"): Case("/tokens/", only(200, SUPER), needs=("api_token",)),
+    ("/tokens/id/<uuid:token_id>", "DELETE"): Case(
+        "/tokens/id/{api_token}", only(204, SUPER), needs=("api_token",)
+    ),
+    ("/auth/tokens/revoke", "POST"): Case(
+        "/auth/tokens/revoke", everyone(204), {"token": "{api_token_secret}"}, ("api_token",)
+    ),
     # Vote receipts (API.md 8): the token from the receipt mail is the credential.
     ("/votes/confirm/<token>", "POST"): Case(
         "/votes/confirm/{receipt_token}", everyone(200), needs=("receipt",)
@@ -442,6 +469,17 @@ def receipt_token(app: Flask) -> str:
     return link_in(queued_mail(SUBMISSION["yourEmail"])[-1].body, "/votes/confirm/")
 
 
+def api_token(user) -> tuple[str, str]:
+    """A live token of `user`'s, as POST /me/tokens/ makes it: its id and its secret."""
+    from directory_api.credentials import create_api_token
+
+    token = create_api_token(
+        user, {"name": "cron", "scopes": ["directory:read"], "expires_in_days": 30}, "dapi_"
+    )
+    db.session.commit()
+    return str(token.id), token.secret
+
+
 def build_world(app: Flask, world: dict, needs: tuple[str, ...]) -> dict[str, str]:
     """Adds to the shared world what `needs` names; returns the ids and tokens the
     request's path and body refer to."""
@@ -484,6 +522,8 @@ def build_world(app: Flask, world: dict, needs: tuple[str, ...]) -> dict[str, st
             values["offered"] = str(world["plain"].id)
     if "receipt" in needs:
         values["receipt_token"] = receipt_token(app)
+    if "api_token" in needs:
+        values["api_token"], values["api_token_secret"] = api_token(world["owner"])
     return values
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import Select, select
 
 from ..endpoints import Access, endpoint
 from ..models import AuditEntry, Location
+from ..models.api_token import Scope
 from ..platform.page_queries import paginate
 from ..schemas.audit import AuditEntryOut, AuditListArgs
 from .lookups import id_by_slug
@@ -42,14 +43,22 @@ def filtered(args: dict[str, Any], *criteria: Any) -> Select:
 
 
 @bp.get("/audit/")
-@endpoint(response=AuditEntryOut, query=AuditArgs, paged=True, access=Access.SUPER)
+@endpoint(
+    response=AuditEntryOut, query=AuditArgs, paged=True, access=Access.SUPER, scope=Scope.AUDIT_READ
+)
 def list_entries(args):
     """Every audit entry, newest first (filter by actor, action, location, since, until)."""
     return paginate(filtered(args), args)
 
 
 @bp.get("/locations/<slug:slug>/audit/")
-@endpoint(response=AuditEntryOut, query=LocationAuditArgs, paged=True, access=Access.OWNER)
+@endpoint(
+    response=AuditEntryOut,
+    query=LocationAuditArgs,
+    paged=True,
+    access=Access.OWNER,
+    scope=Scope.AUDIT_READ,
+)
 def list_location_entries(args, location: Location):
     """The audit entries of one location, newest first (its owners and supers)."""
     return paginate(filtered(args, AuditEntry.location_id == location.id), args)

@@ -46,7 +46,7 @@ def login(data):
 
 
 @bp.post("/logout")
-@endpoint(status=204, access=Access.LOGIN)
+@endpoint(status=204, access=Access.LOGIN, tokens=False)
 def logout():
     """Sign out; the server forgets the session, so a copied cookie stops working."""
     user = current_user._get_current_object()

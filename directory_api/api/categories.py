@@ -9,6 +9,7 @@ from sqlalchemy.orm import joinedload
 
 from ..endpoints import Access, endpoint
 from ..models import Business, Category, Employer
+from ..models.api_token import Scope
 from ..platform.errors import invalid
 from ..platform.extensions import db
 from ..platform.page_queries import paginate
@@ -75,7 +76,15 @@ def get_category(item_slug: str | None = None, item_id: uuid.UUID | None = None)
 
 
 @bp.post("/")
-@endpoint(CategoryIn, CategoryOut, status=201, access=Access.SUPER, conflicts=True, not_found=True)
+@endpoint(
+    CategoryIn,
+    CategoryOut,
+    status=201,
+    access=Access.SUPER,
+    scope=Scope.DIRECTORY_WRITE,
+    conflicts=True,
+    not_found=True,
+)
 def create_category(data):
     """Create a category, or a subcategory when `parent` names a top-level category."""
     data["parent"] = resolve_parent(data.get("parent"))
@@ -83,7 +92,14 @@ def create_category(data):
 
 
 @bp.put("/")
-@endpoint(CategoryUpdate, CategoryOut, access=Access.SUPER, conflicts=True, not_found=True)
+@endpoint(
+    CategoryUpdate,
+    CategoryOut,
+    access=Access.SUPER,
+    scope=Scope.DIRECTORY_WRITE,
+    conflicts=True,
+    not_found=True,
+)
 def update_category(data):
     """Change the category named in the body by `id` or current `slug`."""
     category = find_target(Category, data, what="category")
@@ -98,7 +114,14 @@ def update_category(data):
 
 
 @bp.delete("/")
-@endpoint(TargetSchema, status=204, access=Access.SUPER, conflicts=True, not_found=True)
+@endpoint(
+    TargetSchema,
+    status=204,
+    access=Access.SUPER,
+    scope=Scope.DIRECTORY_WRITE,
+    conflicts=True,
+    not_found=True,
+)
 def delete_category(target):
     """Delete the category named in the body, unless something still uses it."""
     category = find_target(Category, target, what="category")

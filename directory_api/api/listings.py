@@ -26,6 +26,7 @@ from ..models import (
     Social,
     Vote,
 )
+from ..models.api_token import Scope
 from ..platform.csv_export import columns, csv_response
 from ..platform.csv_import import read_rows, row_key
 from ..platform.errors import APIError, abort, invalid
@@ -254,7 +255,14 @@ def listings_blueprint(
         )
 
     @bp.post("/import")
-    @endpoint(ListingIn, ImportOut, query=ImportArgs, access=Access.ACCESS, csv_body=True)
+    @endpoint(
+        ListingIn,
+        ImportOut,
+        query=ImportArgs,
+        access=Access.ACCESS,
+        scope=Scope.DIRECTORY_WRITE,
+        csv_body=True,
+    )
     def import_listings(args, text: str, location: Location):
         _, rows, errors = read_rows(text, schema_instance(ListingIn))
         plans = plan_import(model, location, rows, errors)
@@ -271,21 +279,42 @@ def listings_blueprint(
         return {"created": created, "updated": len(plans) - created, "dry_run": args["dry_run"]}
 
     @bp.post("/")
-    @endpoint(ListingIn, ListingOut, status=201, access=Access.ACCESS, conflicts=True)
+    @endpoint(
+        ListingIn,
+        ListingOut,
+        status=201,
+        access=Access.ACCESS,
+        scope=Scope.DIRECTORY_WRITE,
+        conflicts=True,
+    )
     def create(data, location: Location):
         resolve_references(data)
         data["location"] = location
         return create_named(model, data, model.location_id == location.id)
 
     @bp.put("/")
-    @endpoint(ListingUpdate, ListingOut, access=Access.ACCESS, conflicts=True, not_found=True)
+    @endpoint(
+        ListingUpdate,
+        ListingOut,
+        access=Access.ACCESS,
+        scope=Scope.DIRECTORY_WRITE,
+        conflicts=True,
+        not_found=True,
+    )
     def update(data, location: Location):
         item = target_of(location, data)
         resolve_references(data)
         return update_named(item, data, model.location_id == location.id)
 
     @bp.delete("/")
-    @endpoint(TargetSchema, status=204, access=Access.ACCESS, conflicts=True, not_found=True)
+    @endpoint(
+        TargetSchema,
+        status=204,
+        access=Access.ACCESS,
+        scope=Scope.DIRECTORY_WRITE,
+        conflicts=True,
+        not_found=True,
+    )
     def delete(target, location: Location):
         item = target_of(location, target)
         return delete_unused(item, noun, uses(item))

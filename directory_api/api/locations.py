@@ -10,6 +10,7 @@ from sqlalchemy import Select, select
 from ..credentials import drop_invitation_if_roleless
 from ..endpoints import Access, endpoint
 from ..models import Business, Employer, Location, Membership, Region, User, UserStatus, Vote
+from ..models.api_token import Scope
 from ..platform.errors import abort
 from ..platform.extensions import db
 from ..platform.page_queries import paginate
@@ -64,7 +65,14 @@ def resolve_region(data: dict[str, Any]) -> None:
 
 
 @bp.post("/")
-@endpoint(LocationIn, LocationOut, status=201, access=Access.SUPER, conflicts=True)
+@endpoint(
+    LocationIn,
+    LocationOut,
+    status=201,
+    access=Access.SUPER,
+    scope=Scope.DIRECTORY_WRITE,
+    conflicts=True,
+)
 def create_location(data):
     """Create a location."""
     resolve_region(data)
@@ -72,7 +80,9 @@ def create_location(data):
 
 
 @bp.put("/slug/<slug:slug>")
-@endpoint(LocationUpdate, LocationOut, access=Access.OWNER, conflicts=True)
+@endpoint(
+    LocationUpdate, LocationOut, access=Access.OWNER, scope=Scope.DIRECTORY_WRITE, conflicts=True
+)
 def update_location(data, location: Location):
     """Change a location: supers change everything, its owners only the descriptive fields."""
     if not current_user.is_super:
@@ -84,7 +94,7 @@ def update_location(data, location: Location):
 
 
 @bp.delete("/slug/<slug:slug>")
-@endpoint(status=204, access=Access.SUPER, conflicts=True)
+@endpoint(status=204, access=Access.SUPER, scope=Scope.DIRECTORY_WRITE, conflicts=True)
 def delete_location(location: Location):
     """Delete a location that has no businesses, employers or votes left."""
     refuse_if_used(

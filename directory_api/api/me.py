@@ -16,6 +16,7 @@ from ..credentials import (
     record_login,
     redeem_grant,
     redeem_token,
+    reset_password,
     set_password,
     sign_in,
     verify_password,
@@ -23,6 +24,7 @@ from ..credentials import (
 )
 from ..endpoints import Access, endpoint
 from ..models import Location, Membership, TokenPurpose, User, UserStatus
+from ..models.api_token import Scope
 from ..platform.errors import abort, invalid
 from ..platform.extensions import db
 from ..platform.limits import (
@@ -83,7 +85,7 @@ ROLES = (
 
 
 @bp.put("/id/<uuid:user_id>")
-@endpoint(UserUpdate, UserOut, access=Access.LOGIN)
+@endpoint(UserUpdate, UserOut, access=Access.LOGIN, scope=Scope.MEMBERS_WRITE)
 def update_user(data, user_id: uuid.UUID):
     """Change a user's name and phone: your own, or anyone's as a super."""
     if current_user.id != user_id and not current_user.is_super:
@@ -140,13 +142,13 @@ def complete_password_reset(data, token: str):
     if user is None or user.status != UserStatus.ACTIVE:
         abort(404, "This reset link is invalid, used or expired.")
     check_password_rules(data["password"], user.email, "password")
-    set_password(user, data["password"])
+    reset_password(user, data["password"])
     queue_mail(user.email, "password_changed", user=user)
     db.session.commit()
 
 
 @bp.post("/password-update")
-@endpoint(PasswordUpdateIn, status=204, access=Access.LOGIN, limits=(login_per_ip,))
+@endpoint(PasswordUpdateIn, status=204, access=Access.LOGIN, tokens=False, limits=(login_per_ip,))
 def update_password(data):
     """Change your password; your other sessions end, this one stays signed in."""
     user = signed_in_user()
@@ -166,6 +168,7 @@ def update_password(data):
     DetailOut,
     status=202,
     access=Access.LOGIN,
+    tokens=False,
     conflicts=True,
     limits=(login_per_ip, email_update_per_account),
 )
@@ -205,7 +208,9 @@ def confirm_email_update(token: str):
 
 
 @bp.post("/roles/accept/<token>")
-@endpoint(response=UserOut, access=Access.LOGIN, limits=(token_endpoints,))
+@endpoint(
+    response=UserOut, access=Access.LOGIN, scope=Scope.MEMBERS_WRITE, limits=(token_endpoints,)
+)
 def accept_role(token: str):
     """Accept a role offered to you by mail: you hold it from now on."""
     user = signed_in_user()

@@ -23,6 +23,7 @@ from ..credentials import (
 )
 from ..endpoints import Access, Answer, endpoint
 from ..models import GrantedRole, Location, Membership, Role, RoleGrant, User
+from ..models.api_token import Scope
 from ..platform.errors import abort
 from ..platform.extensions import db
 from ..platform.output import schema_instance
@@ -88,14 +89,20 @@ def offer_routes(bp: Blueprint, role: GrantedRole, access: Access) -> None:
         return location.id if location is not None else None
 
     @bp.get("/pending/")
-    @endpoint(response=PendingOfferOut, query=OfferArgs, paged=True, access=access)
+    @endpoint(
+        response=PendingOfferOut,
+        query=OfferArgs,
+        paged=True,
+        access=access,
+        scope=Scope.MEMBERS_READ,
+    )
     def list_pending(args, location: Location | None = None):
         """List the offers of this role that still work: unused, unexpired, not void."""
         stmt = live_offers(role, place(location)).join(User, User.id == RoleGrant.user_id)
         return paginate(stmt, args, encoded=OFFERS_OUTPUT)
 
     @bp.delete("/pending/id/<uuid:user_id>")
-    @endpoint(status=204, access=access)
+    @endpoint(status=204, access=access, scope=Scope.MEMBERS_WRITE)
     def withdraw_pending(user_id: uuid.UUID, location: Location | None = None):
         """Withdraw the offer of this role to a user: its link stops working."""
         if not withdraw_offer(role, place(location), user_id):
@@ -121,7 +128,9 @@ def members_blueprint(role: Role, managed_by: Access) -> Blueprint:
         return user
 
     @bp.get("/")
-    @endpoint(response=UserOut, query=UserArgs, paged=True, access=managed_by)
+    @endpoint(
+        response=UserOut, query=UserArgs, paged=True, access=managed_by, scope=Scope.MEMBERS_READ
+    )
     def list_members(args, location: Location):
         """List the users holding this role at the location."""
         page = user_page(members(location), args)
@@ -129,13 +138,20 @@ def members_blueprint(role: Role, managed_by: Access) -> Blueprint:
         return page
 
     @bp.get("/id/<uuid:user_id>")
-    @endpoint(response=UserOut, access=managed_by)
+    @endpoint(response=UserOut, access=managed_by, scope=Scope.MEMBERS_READ)
     def get_member(location: Location, user_id: uuid.UUID):
         """Get one user holding this role at the location."""
         return AtLocation(member_or_404(location, user_id), location)
 
     @bp.post("/")
-    @endpoint(InviteIn, (UserOut, ExistingUserOut), status=201, access=managed_by, conflicts=True)
+    @endpoint(
+        InviteIn,
+        (UserOut, ExistingUserOut),
+        status=201,
+        access=managed_by,
+        scope=Scope.MEMBERS_WRITE,
+        conflicts=True,
+    )
     def invite_member(data, location: Location):
         """Offer the role to an address: a new user is invited, an existing one asked to accept."""
         invitation = invite(
@@ -144,7 +160,7 @@ def members_blueprint(role: Role, managed_by: Access) -> Blueprint:
         return invitation_answer(invitation, AtLocation(invitation.user, location), "get_member")
 
     @bp.put("/id/<uuid:user_id>")
-    @endpoint(UserUpdate, UserOut, access=managed_by)
+    @endpoint(UserUpdate, UserOut, access=managed_by, scope=Scope.MEMBERS_WRITE)
     def update_member(data, location: Location, user_id: uuid.UUID):
         """Change a member's name and phone."""
         user = member_or_404(location, user_id)
@@ -154,7 +170,7 @@ def members_blueprint(role: Role, managed_by: Access) -> Blueprint:
         return AtLocation(user, location)
 
     @bp.delete("/id/<uuid:user_id>")
-    @endpoint(status=204, access=managed_by)
+    @endpoint(status=204, access=managed_by, scope=Scope.MEMBERS_WRITE)
     def remove_member(location: Location, user_id: uuid.UUID):
         """Take the role away; the account stays."""
         user = member_or_404(location, user_id)

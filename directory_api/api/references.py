@@ -12,6 +12,7 @@ from flask import Blueprint
 from marshmallow import Schema
 
 from ..endpoints import Access, endpoint
+from ..models.api_token import Scope
 from ..platform.output import schema_instance
 from ..platform.page_queries import small_page
 from ..platform.pagination import ListArgs, sort_fields
@@ -39,7 +40,9 @@ def reference_blueprint(
         return get_or_404(model, named_by_path(model, item_slug, item_id), what=noun)
 
     @bp.post("/")
-    @endpoint(body, out, status=201, access=Access.SUPER, conflicts=True)
+    @endpoint(
+        body, out, status=201, access=Access.SUPER, scope=Scope.DIRECTORY_WRITE, conflicts=True
+    )
     def create_item(data):
         return create_named(model, data)
 

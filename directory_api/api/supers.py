@@ -10,6 +10,7 @@ from ..access import check_may_edit_details
 from ..credentials import drop_invitation_if_roleless, invite
 from ..endpoints import Access, endpoint
 from ..models import GrantedRole, User, UserStatus
+from ..models.api_token import Scope
 from ..platform.errors import abort
 from ..platform.extensions import db
 from ..schemas.users import ExistingUserOut, InviteIn, UserOut, UserUpdate
@@ -25,21 +26,30 @@ def super_or_404(user_id: uuid.UUID) -> User:
 
 
 @bp.get("/")
-@endpoint(response=UserOut, query=UserArgs, paged=True, access=Access.SUPER)
+@endpoint(
+    response=UserOut, query=UserArgs, paged=True, access=Access.SUPER, scope=Scope.MEMBERS_READ
+)
 def list_supers(args):
     """List the supers."""
     return user_page(select(User).where(User.is_super.is_(True)), args)
 
 
 @bp.get("/id/<uuid:user_id>")
-@endpoint(response=UserOut, access=Access.SUPER)
+@endpoint(response=UserOut, access=Access.SUPER, scope=Scope.MEMBERS_READ)
 def get_super(user_id: uuid.UUID):
     """Get one super."""
     return super_or_404(user_id)
 
 
 @bp.post("/")
-@endpoint(InviteIn, (UserOut, ExistingUserOut), status=201, access=Access.SUPER, conflicts=True)
+@endpoint(
+    InviteIn,
+    (UserOut, ExistingUserOut),
+    status=201,
+    access=Access.SUPER,
+    scope=Scope.MEMBERS_WRITE,
+    conflicts=True,
+)
 def invite_super(data):
     """Offer super rights to an address: a new user is invited, an existing one asked."""
     invitation = invite(data["email"], data.get("name"), GrantedRole.SUPER, None, current_user)
@@ -47,7 +57,7 @@ def invite_super(data):
 
 
 @bp.put("/id/<uuid:user_id>")
-@endpoint(UserUpdate, UserOut, access=Access.SUPER)
+@endpoint(UserUpdate, UserOut, access=Access.SUPER, scope=Scope.MEMBERS_WRITE)
 def update_super(data, user_id: uuid.UUID):
     """Change a super's name and phone."""
     user = super_or_404(user_id)
@@ -58,7 +68,7 @@ def update_super(data, user_id: uuid.UUID):
 
 
 @bp.delete("/id/<uuid:user_id>")
-@endpoint(status=204, access=Access.SUPER, conflicts=True)
+@endpoint(status=204, access=Access.SUPER, scope=Scope.MEMBERS_WRITE, conflicts=True)
 def revoke_super(user_id: uuid.UUID):
     """Take super rights away (the account stays); the last active super cannot go."""
     user = super_or_404(user_id)

@@ -31,6 +31,7 @@ from ..models import (
     VoteRevision,
     VoteType,
 )
+from ..models.api_token import Scope
 from ..platform.csv_export import columns, csv_response
 from ..platform.errors import abort
 from ..platform.extensions import db
@@ -212,7 +213,7 @@ def filter_votes(stmt: Select, args: dict[str, Any], location: Location, access:
 @endpoint(response=VoteOut, query=VoteArgs, paged=True, public=PublicVoteOut)
 def list_votes(args, location: Location):
     """List votes, newest first; inactive ones only for those with access."""
-    access = has_location_access(current_user, location)
+    access = has_location_access(current_user, location, Scope.VOTES_READ)
     stmt = filter_votes(visible_votes(location, access), args, location, access)
     page = paginate(stmt, args, options=WITH_EMPLOYER)
     return Answer(page, schema=VIEWS[access])
@@ -246,6 +247,7 @@ def export_revision(location: Location) -> tuple[Any, ...]:
     query=VoteExportArgs,
     csv=True,
     access=Access.ACCESS,
+    scope=Scope.VOTES_READ,
     limits=(exports_per_ip,),
     revision=export_revision,
 )
@@ -260,7 +262,7 @@ def export_votes(args, location: Location):
 @endpoint(response=VoteOut, public=PublicVoteOut)
 def get_vote(location: Location, vote_id: uuid.UUID):
     """Get one vote; an inactive one is a 404 for anyone without access."""
-    access = has_location_access(current_user, location)
+    access = has_location_access(current_user, location, Scope.VOTES_READ)
     vote = db.session.scalar(visible_votes(location, access).where(Vote.id == vote_id))
     if vote is None:
         abort(404, "No such vote.")
@@ -282,7 +284,7 @@ def vote_of(location: Location, vote_id: uuid.UUID) -> Vote:
 
 
 @bp.post("/")
-@endpoint(VoteIn, VoteOut, status=201, access=Access.ACCESS)
+@endpoint(VoteIn, VoteOut, status=201, access=Access.ACCESS, scope=Scope.VOTES_MODERATE)
 def create_vote(data, location: Location):
     """Enter a vote by hand (an employer vote, e.g. from paper); it counts as confirmed.
 
@@ -298,7 +300,14 @@ def create_vote(data, location: Location):
 
 
 @bp.put("/")
-@endpoint(VoteUpdate, VoteOut, access=Access.ACCESS, conflicts=True, not_found=True)
+@endpoint(
+    VoteUpdate,
+    VoteOut,
+    access=Access.ACCESS,
+    scope=Scope.VOTES_MODERATE,
+    conflicts=True,
+    not_found=True,
+)
 def update_vote(data, location: Location):
     """Moderate the vote named by `id`: activate, link an employer, correct the text."""
     vote = vote_of(location, data.pop("id"))
@@ -312,7 +321,7 @@ def update_vote(data, location: Location):
 
 
 @bp.delete("/")
-@endpoint(VoteTarget, status=204, access=Access.ACCESS, not_found=True)
+@endpoint(VoteTarget, status=204, access=Access.ACCESS, scope=Scope.VOTES_MODERATE, not_found=True)
 def delete_vote(target, location: Location):
     """Delete the vote named by `id`."""
     integrity.delete_vote(vote_of(location, target["id"]))
@@ -320,7 +329,7 @@ def delete_vote(target, location: Location):
 
 
 @bp.get("/summary")
-@endpoint(response=VoteSummaryOut, access=Access.ACCESS)
+@endpoint(response=VoteSummaryOut, access=Access.ACCESS, scope=Scope.VOTES_READ)
 def vote_summary(location: Location):
     """The moderation queue at a glance: counts, and per employer (two queries)."""
     pending = func.count().filter(Vote.active.is_(False))

@@ -4,6 +4,7 @@ the directory's, and the platform's own tables (the outbox, idempotency records)
 from ..platform.idempotency import IdempotencyRecord
 from ..platform.outbox import OutboxMessage, OutboxStatus
 from ..platform.types import utcnow
+from .api_token import ApiToken
 from .audit import AuditEntry
 from .grant import GrantedRole, RoleGrant
 from .listing import Business, Employer, Listing, ListingCount, ListingSocial
@@ -14,6 +15,7 @@ from .user import User, UserStatus
 from .vote import Vote, VoteRevision, VoteType, turn_vote_revisions
 
 __all__ = [
+    "ApiToken",
     "AuditEntry",
     "Business",
     "Category",

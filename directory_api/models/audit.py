@@ -36,6 +36,8 @@ class AuditEntry(IdMixin, db.Model):
     at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     actor_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     actor_email: Mapped[str | None] = mapped_column(String(EMAIL_LENGTH))
+    # The personal API token the actor acted through (API.md 14); None: a session.
+    actor_token_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     action: Mapped[str] = mapped_column(String(ACTION_LENGTH))
     target_type: Mapped[str] = mapped_column(String(16))
     target_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
@@ -51,7 +53,10 @@ class AuditEntry(IdMixin, db.Model):
     def actor(self) -> dict[str, Any] | None:
         if self.actor_id is None:
             return None
-        return {"id": self.actor_id, "email": self.actor_email}
+        actor = {"id": self.actor_id, "email": self.actor_email}
+        if self.actor_token_id is not None:
+            actor["token_id"] = self.actor_token_id
+        return actor
 
     @property
     def target(self) -> dict[str, Any]:

@@ -28,6 +28,9 @@ class Audit:
     personal: frozenset[str] = frozenset()
     type: str | None = None
     located: bool = False
+    # A change of one of these fields names the entry's action (`revoked_at` → "revoke")
+    # instead of "update".
+    verbs: tuple[tuple[str, str], ...] = ()
 
 
 # What no entry shows: every row's own id and timestamps.

@@ -97,14 +97,18 @@ def keep_answer(key: bytes, tag: str, response: Response) -> None:
 
 
 def signed_in() -> bool:
-    """Whether the request carries a session (a sign-in, or a cookie that was one)."""
-    return current_app.config["SESSION_COOKIE_NAME"] in request.cookies or bool(
-        session.get(USER_KEY)
+    """Whether the request carries a session (a sign-in, or a cookie that was one) or a
+    bearer token (whose answer no cache may keep either)."""
+    return (
+        current_app.config["SESSION_COOKIE_NAME"] in request.cookies
+        or bool(session.get(USER_KEY))
+        or "Authorization" in request.headers
     )
 
 
 def cache_headers(response: Response) -> Response:
     response.vary.add("Cookie")
+    response.vary.add("Authorization")
     private = signed_in()
     if private:
         response.headers["Cache-Control"] = "no-store"

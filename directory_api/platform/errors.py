@@ -28,16 +28,29 @@ DETAILS = {
 
 
 class APIError(HTTPException):
-    """An HTTP error carrying a problem detail and, optionally, per-field `errors`."""
+    """An HTTP error carrying a problem detail and, optionally, per-field `errors` and
+    `headers` of its own (`WWW-Authenticate`)."""
 
-    def __init__(self, status: int, detail: str | None = None, **extra: Any) -> None:
+    def __init__(
+        self,
+        status: int,
+        detail: str | None = None,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
         super().__init__(description=detail)
         self.code = status
         self.extra = extra
+        self.headers = headers or {}
+
+    def get_headers(self, *args: Any, **kwargs: Any) -> list[tuple[str, str]]:
+        return [*super().get_headers(*args, **kwargs), *self.headers.items()]
 
 
-def abort(status: int, detail: str | None = None, **extra: Any) -> NoReturn:
-    raise APIError(status, detail, **extra)
+def abort(
+    status: int, detail: str | None = None, headers: dict[str, str] | None = None, **extra: Any
+) -> NoReturn:
+    raise APIError(status, detail, headers, **extra)
 
 
 def invalid(field: str, message: str | list[Any] | dict[Any, Any]) -> NoReturn:

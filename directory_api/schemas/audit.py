@@ -11,6 +11,10 @@ from .fields import Instant, Slug, Text
 class AuditActor(Schema):
     id = fields.UUID(required=True)
     email = fields.String(required=True)
+    token_id = fields.UUID(
+        data_key="tokenId",
+        metadata={"description": "The API token acted through; absent for a session."},
+    )
 
 
 class AuditTarget(Schema):
@@ -26,6 +30,7 @@ class AuditTarget(Schema):
                 "employer",
                 "vote",
                 "user",
+                "token",
             ]
         },
     )
@@ -53,7 +58,7 @@ class AuditEntryOut(PlannedDump):
         metadata={
             "description": "`<type>.create|update|delete`, `super|owner|admin.grant|"
             "accept|withdraw|remove`, `user.password_change|email_change`, "
-            "`auth.login|login_failed|logout`."
+            "`auth.login|login_failed|logout`, `token.create|revoke`."
         },
     )
     target = fields.Nested(AuditTarget, required=True)
