@@ -29,15 +29,23 @@ Reading API.md (section 2 "Roles", then each endpoint's section), where it neede
 - Pending offers (API.md 18) are listed and withdrawn by whoever may make them, as the
   POST that makes them: supers for /supers/pending/ and …/owners/pending/, harbour's
   owners (and supers) for …/admins/pending/. A super's offer to "plain" is withdrawn.
+- API tokens (API.md 14): /me/tokens* are each user's own, by session; GET/DELETE
+  /tokens/ are the supers'; POST /auth/tokens/revoke is public (204 whatever it names).
+  Every route is also called through tokens of several kinds (every scope, read scopes,
+  limited to a place, expired, revoked): none ever gets more than its user's session.
 """
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from flask import Flask
 
-from directory_api.models import Location, Role
+from directory_api.access import granted
+from directory_api.endpoints import declaration_of
+from directory_api.models import Location, Role, utcnow
+from directory_api.models.api_token import Scope
 from directory_api.platform.extensions import db
 
 from .conftest import PROBLEM, database_rows, link_in, queued_mail, signed_in
@@ -568,5 +576,95 @@ def test_role_matrix(app, world, clients, rule, method, identity):
         response = client.open(fill(case.path, values), method=method, json=body)
     assert response.status_code == expected, response.get_json()
     if expected >= 400:
+        assert response.mimetype == PROBLEM
+        assert database_rows() == before
+
+
+# --- the same routes through API tokens (API.md 14) -------------------------------------------
+EVERY_SCOPE = [scope.value for scope in Scope]
+READ_SCOPES = ["directory:read", "votes:read", "members:read", "audit:read"]
+# (whose token, its scopes, the locations it is limited to, what became of it)
+TOKEN_KINDS = {
+    "owner_all": ("owner", EVERY_SCOPE, None, "live"),
+    "owner_read": ("owner", READ_SCOPES, None, "live"),
+    "owner_at_harbour": ("owner", EVERY_SCOPE, ["harbour"], "live"),
+    "owner_expired": ("owner", EVERY_SCOPE, None, "expired"),
+    "owner_revoked": ("owner", EVERY_SCOPE, None, "revoked"),
+    "super_all": ("super", EVERY_SCOPE, None, "live"),
+    "super_at_hill": ("super", EVERY_SCOPE, ["hill"], "live"),
+    "admin_all": ("admin", EVERY_SCOPE, None, "live"),
+}
+
+
+def token_for(world: dict, kind: str) -> str:
+    """A token of TOKEN_KINDS[kind], its last use written already (a refused request must
+    change no row, and a token's first use writes one)."""
+    from directory_api.credentials import create_api_token
+
+    who, scopes, locations, fate = TOKEN_KINDS[kind]
+    data = {"name": kind, "scopes": scopes, "expires_in_days": 30}
+    if locations is not None:
+        data["locations"] = locations
+    user = db.session.merge(world[who])
+    token = create_api_token(user, data, "dapi_")
+    token.last_used_at = utcnow()
+    if fate == "expired":
+        token.expires_at = utcnow() - timedelta(seconds=1)
+    elif fate == "revoked":
+        token.revoked_at = utcnow()
+    db.session.commit()
+    return token.secret
+
+
+def token_params() -> list[Any]:
+    return [
+        pytest.param(rule, method, kind, id=f"{method} {rule} by {kind}")
+        for rule, method in TABLE
+        for kind in TOKEN_KINDS
+    ]
+
+
+@pytest.mark.parametrize(("rule", "method", "kind"), token_params())
+def test_no_token_exceeds_its_user_s_roles(app, world, rule, method, kind):
+    """Through any token, a route answers what its user's session gets, or a refusal: never
+    more. A dead token is a 401 anywhere; a route no token may call is a 403; a token with
+    every scope and no limit gets exactly what its user's session gets; any refusal is a
+    problem that changed no row."""
+    case = TABLE[(rule, method)]
+    who, scopes, locations, fate = TOKEN_KINDS[kind]
+    values = build_world(app, world, case.needs)
+    secret = token_for(world, kind)
+    session_outcome = case.outcomes[who]
+    endpoint = next(
+        r.endpoint for r in app.url_map.iter_rules() if r.rule == rule and method in r.methods
+    )
+    declaration = declaration_of(app.view_functions[endpoint])
+    before = database_rows()
+    body = fill(case.body, values)
+    headers = {"Authorization": f"Bearer {secret}"}
+    client = app.test_client()
+    path = fill(case.path, values)
+    if isinstance(body, str):
+        response = client.open(
+            path, method=method, data=body, content_type="text/csv", headers=headers
+        )
+    else:
+        response = client.open(path, method=method, json=body, headers=headers)
+    status = response.status_code
+    if fate != "live":
+        assert status == 401, response.get_json()
+    elif declaration.access is not None and not declaration.tokens:
+        assert status == 403, response.get_json()
+    elif scopes == EVERY_SCOPE and locations is None:
+        assert status == session_outcome, response.get_json()
+    elif declaration.access is not None:  # narrowed: refused where its scopes or places end
+        _, arguments = app.url_map.bind("localhost").match(path.split("?")[0], method=method)
+        place = arguments.get("slug")  # the location the path names, if it names one
+        lacks = declaration.scope is not None and declaration.scope not in granted(scopes)
+        elsewhere = place is not None and locations is not None and place not in locations
+        assert status == (403 if lacks or elsewhere else session_outcome), response.get_json()
+    else:  # public, where staff see more: its user's answer, or what the public gets
+        assert status == session_outcome or status == 404, response.get_json()
+    if status >= 400:
         assert response.mimetype == PROBLEM
         assert database_rows() == before
