@@ -14,7 +14,7 @@ from marshmallow import ValidationError
 from sqlalchemy import select
 
 from . import demo
-from .credentials import set_password
+from .credentials import notice_expiring_tokens, set_password
 from .models import User
 from .models.listing import recount_listings
 from .platform.extensions import db
@@ -113,7 +113,8 @@ WORKER_RETRY_CAP = 60.0
 
 
 # Housekeeping the worker does besides delivering, and how often (seconds): expired
-# idempotency records hourly, retention (privacy.py) daily. Each runs at start-up too.
+# idempotency records and the notices of tokens about to expire hourly, retention
+# (privacy.py) daily. Each runs at start-up too.
 def purge_idempotency_keys() -> None:
     purged = purge_expired_idempotency_keys()
     if purged:
@@ -122,6 +123,7 @@ def purge_idempotency_keys() -> None:
 
 HOUSEKEEPING: list[tuple[float, Callable[[], object]]] = [
     (3600.0, purge_idempotency_keys),
+    (3600.0, notice_expiring_tokens),
     (86400.0, run_retention),
 ]
 

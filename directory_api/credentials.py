@@ -23,7 +23,8 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from flask import Flask, current_app, session
 from flask_login import login_user
-from sqlalchemy import ColumnElement, Select, and_, delete, func, select
+from sqlalchemy import ColumnElement, Select, and_, delete, func, select, update
+from sqlalchemy.orm import joinedload
 
 from .models import (
     ApiToken,
@@ -446,3 +447,35 @@ def with_location_slugs(tokens: Any) -> Any:
                 slugs[uuid.UUID(i)] for i in token.location_ids if uuid.UUID(i) in slugs
             )
     return tokens
+
+
+EXPIRY_NOTICE = timedelta(days=7)
+
+
+def notice_expiring_tokens(now: Any = None) -> int:
+    """Mail each user whose live token expires within a week, once per token. A token is
+    claimed by an atomic update before its mail is queued (in the same transaction), so
+    several workers never mail one twice. Returns how many were mailed."""
+    now = now or utcnow()
+    due = db.session.scalars(
+        select(ApiToken)
+        .where(
+            live_api_tokens(),
+            ApiToken.expires_at <= now + EXPIRY_NOTICE,
+            ApiToken.expiry_noticed_at.is_(None),
+        )
+        .options(joinedload(ApiToken.user))
+    ).all()
+    mailed = 0
+    for token in due:
+        claimed = db.session.execute(
+            update(ApiToken)
+            .where(ApiToken.id == token.id, ApiToken.expiry_noticed_at.is_(None))
+            .values(expiry_noticed_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        if claimed.rowcount == 1:
+            queue_mail(token.user.email, "token_expiring", user=token.user, token=token)
+            mailed += 1
+    db.session.commit()
+    return mailed

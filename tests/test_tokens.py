@@ -304,3 +304,16 @@ def test_tokens_are_audited_and_entries_through_one_name_it(app, clients, world)
         "tokenId": item["id"],
     }
     assert "tokenId" not in revoked["actor"]  # revoked by a session
+
+
+def test_a_token_about_to_expire_is_noticed_once(app, clients, world):
+    from directory_api.credentials import notice_expiring_tokens
+
+    soon, later = made(clients["owner"], expiresInDays=5), made(clients["owner"], name="later")
+    with app.app_context():
+        assert notice_expiring_tokens() == 1
+        assert notice_expiring_tokens() == 0  # once
+    (mail,) = queued_mail(to="owner@example.com", template="token_expiring")
+    assert soon[:12] in mail.body and later[:12] not in mail.body
+    with app.app_context():
+        assert notice_expiring_tokens(utcnow() + timedelta(days=85)) == 1  # the other, later
