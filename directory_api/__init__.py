@@ -19,7 +19,7 @@ from .platform.at_once import init_slots
 from .platform.autogenerate import include_in_migrations
 from .platform.bodies import APIRequest
 from .platform.caching import register_caching
-from .platform.cors import ALLOWED_HEADERS, EXPOSED_HEADERS, MAX_AGE
+from .platform.cors import EXPOSED_HEADERS, FRONTEND_HEADERS, MAX_AGE
 from .platform.crypto import init_keys
 from .platform.errors import register_error_handlers
 from .platform.events import listen
@@ -125,7 +125,7 @@ def register_extensions(app: Flask) -> None:
             origins=app.config["CORS_ORIGINS"],
             supports_credentials=True,
             expose_headers=EXPOSED_HEADERS,
-            allow_headers=ALLOWED_HEADERS,
+            allow_headers=FRONTEND_HEADERS,
             max_age=MAX_AGE,
         )
 

@@ -160,6 +160,22 @@ def test_cors_answers_only_the_configured_origins_with_credentials(app_factory):
     assert "Access-Control-Allow-Origin" not in refused.headers
 
 
+def test_the_frontend_may_send_a_token_and_a_public_form_s_page_may_not(app_factory):
+    app = app_factory(CORS_ORIGINS=[FRONTEND])
+    client = app.test_client()
+    asks = {
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "Authorization",
+    }
+    frontend = client.options("/regions/", headers={"Origin": FRONTEND, **asks})
+    assert "authorization" in frontend.headers["Access-Control-Allow-Headers"].lower()
+    form = client.options(
+        "/locations/harbour/votes/submit/employer",
+        headers={"Origin": "https://shop.example", **asks},
+    )
+    assert "authorization" not in form.headers.get("Access-Control-Allow-Headers", "").lower()
+
+
 @pytest.mark.parametrize(
     ("content_type", "data"),
     [

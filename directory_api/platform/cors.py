@@ -11,8 +11,11 @@ EXPOSED_HEADERS = [
     "X-RateLimit-Limit",
     "X-RateLimit-Remaining",
     "X-RateLimit-Reset",
+    "WWW-Authenticate",
 ]
 ALLOWED_HEADERS = ["Content-Type", "X-Request-ID", "Idempotency-Key"]
+# The frontend's origins may also send a bearer token (a public form's page never needs one).
+FRONTEND_HEADERS = [*ALLOWED_HEADERS, "Authorization"]
 MAX_AGE = 600  # seconds a browser may keep a preflight's answer
 
 
