@@ -317,3 +317,16 @@ def test_a_token_about_to_expire_is_noticed_once(app, clients, world):
     assert soon[:12] in mail.body and later[:12] not in mail.body
     with app.app_context():
         assert notice_expiring_tokens(utcnow() + timedelta(days=85)) == 1  # the other, later
+
+
+def test_a_copy_of_the_database_holds_no_usable_token(app, clients, world):
+    """Every row of every table, after a token was made, used and mailed about: neither
+    the token nor its random part is anywhere; its hash alone cannot be sent."""
+    from .conftest import database_rows
+
+    token = made(clients["owner"])
+    assert app.test_client().get("/me/", headers=bearer(token)).status_code == 200
+    everything = repr(database_rows())
+    assert token not in everything and token[5:35] not in everything
+    stored = db.session.scalar(select(ApiToken.token_hash))
+    assert_problem(app.test_client().get("/me/", headers=bearer(stored)), 401)
