@@ -49,6 +49,7 @@ SCENARIOS = {
     "revalidate_1k": ("GET", "/locations/bench-1k/businesses/?perPage=20", None),
     "results_100k": ("GET", "/locations/bench-100k/votes/results", None),
     "me": ("GET", "/me/", None),
+    "me_bearer": ("GET", "/me/", None),
     "summary_100k": ("GET", "/locations/bench-100k/votes/summary", None),
     "vote": ("POST", "/locations/bench-100k/votes/submit/employer", VOTE),
     "export_1k": ("GET", "/locations/bench-1k/businesses/export.csv", None),
@@ -118,6 +119,18 @@ def drive(requests: int, names: list[str]) -> None:
     )
     assert status.startswith("200"), status
     cookie = headers["Set-Cookie"].split(";")[0]
+    # A token for `me_bearer`; the earlier runs' are revoked first (50 live ones at most).
+    call_service(call_service.environ("DELETE", "/me/tokens/", None, {"Cookie": cookie}))
+    status, _, made = call_service(
+        call_service.environ(
+            "POST",
+            "/me/tokens/",
+            {"name": "bench", "password": "bench passphrase", "scopes": ["directory:read"]},
+            {"Cookie": cookie},
+        )
+    )
+    assert status.startswith("201"), status
+    bearer = "Bearer " + json.loads(made)["token"]
     list_page = call_service.environ("GET", SCENARIOS["list_1k"][1], None, {})
     etag = call_service(list_page)[1]["ETag"]
 
@@ -125,6 +138,8 @@ def drive(requests: int, names: list[str]) -> None:
         method, path, body = SCENARIOS[name]
         caller = call_bare if name == "bare_flask" else call_service
         extra = {"Cookie": cookie} if name in SIGNED_IN else {}
+        if name == "me_bearer":  # the same request by a script: its token, no cookie
+            extra = {"Authorization": bearer}
         if name == "revalidate_1k":
             extra["If-None-Match"] = etag
         count = FEWER.get(name, requests)

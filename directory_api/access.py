@@ -8,13 +8,15 @@ with that user's current roles, narrowed by its scopes and the locations it is l
 """
 
 import enum
+import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from flask import g, request, session
 from flask_login import current_user
 from sqlalchemy import bindparam, or_, select, update
-from sqlalchemy.orm import joinedload, lazyload
+from sqlalchemy.orm import lazyload
 
 from .models import ApiToken, Location, Membership, Role, User
 from .models.api_token import INCLUDED, Scope
@@ -141,11 +143,35 @@ TOKEN_PREFIX = "dapi_"  # noqa: S105 (a prefix, not a secret)
 LAST_USE_EVERY = timedelta(minutes=1)  # how often a token's last use is written, at most
 INVALID_TOKEN = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
 
-# Built once: the live token a hash names, with its user, in one statement.
+
+@dataclass(frozen=True, slots=True)
+class CallingToken:
+    """What a request's checks read of the token it came with (its row's columns: no ORM
+    object of its own to build on every request)."""
+
+    id: uuid.UUID
+    user_id: uuid.UUID
+    scopes: list[str]
+    location_ids: list[str] | None
+
+    def limited_to(self, location_id: Any) -> bool:
+        """Whether it may act at the location with this id."""
+        return self.location_ids is None or str(location_id) in self.location_ids
+
+
+# Built once: the user of the unrevoked token a hash names, and what the checks read of it.
 TOKEN_BY_HASH = (
-    select(ApiToken)
+    select(
+        User,
+        ApiToken.id,
+        ApiToken.user_id,
+        ApiToken.scopes,
+        ApiToken.location_ids,
+        ApiToken.expires_at,
+        ApiToken.last_used_at,
+    )
+    .join(ApiToken, ApiToken.user_id == User.id)
     .where(ApiToken.token_hash == bindparam("hash"), ApiToken.revoked_at.is_(None))
-    .options(joinedload(ApiToken.user))
 )
 
 
@@ -158,17 +184,18 @@ def identify_caller() -> None:
     g.session_unused = True  # no cookie is read, kept alive or set (sessions.py)
     if not well_formed(text, TOKEN_PREFIX):
         abort(401, "This is not a token of this service.", headers=INVALID_TOKEN)
-    token = db.session.scalar(TOKEN_BY_HASH, {"hash": token_hash(text)})
+    found = db.session.execute(TOKEN_BY_HASH, {"hash": token_hash(text)}).first()
     now = utcnow()
-    if token is None or not token.live(now):
+    if found is None or found.expires_at <= now:
         abort(401, "This token is unknown, expired or revoked.", headers=INVALID_TOKEN)
-    g.api_token = token
-    g._login_user = token.user  # Flask-Login's slot: current_user is the token's user
-    if token.last_used_at is None or now - token.last_used_at >= LAST_USE_EVERY:
-        note_use(token, now)
+    user, token_id, user_id, scopes, location_ids, _, last_used_at = found
+    g.api_token = CallingToken(token_id, user_id, scopes, location_ids)
+    g._login_user = user  # Flask-Login's slot: current_user is the token's user
+    if last_used_at is None or now - last_used_at >= LAST_USE_EVERY:
+        note_use(token_id, now)
 
 
-def note_use(token: ApiToken, now: Any) -> None:
+def note_use(token_id: uuid.UUID, now: Any) -> None:
     """Write when and from where a token was last used, in a transaction of its own (a
     read's session writes nothing), at most once a minute however many requests use it:
     of two racing requests, the one whose condition still holds writes."""
@@ -176,14 +203,14 @@ def note_use(token: ApiToken, now: Any) -> None:
         connection.execute(
             update(ApiToken)
             .where(
-                ApiToken.id == token.id,
+                ApiToken.id == token_id,
                 or_(ApiToken.last_used_at.is_(None), ApiToken.last_used_at < now - LAST_USE_EVERY),
             )
             .values(last_used_at=now, last_used_ip=request.remote_addr)
         )
 
 
-def calling_token() -> ApiToken | None:
+def calling_token() -> CallingToken | None:
     """The token this request came with, if it came with one."""
     return g.get("api_token")
 

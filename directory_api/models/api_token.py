@@ -4,7 +4,7 @@ SHA-256 hash (platform/bearer.py makes and reads them)."""
 import enum
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import JSON, Index, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -88,7 +88,3 @@ class ApiToken(IdMixin, db.Model):
         if self.revoked_at is not None:
             return "revoked"
         return "active" if self.live() else "expired"
-
-    def limited_to(self, location_id: Any) -> bool:
-        """Whether this token may act at the location with this id."""
-        return self.location_ids is None or str(location_id) in self.location_ids

@@ -62,7 +62,7 @@ def bearer_of(request: Request) -> str | None:
     """The token of an `Authorization: Bearer` header; None without the header. Any other
     scheme, or a header no token could fill, is a 401 (never a fall back to a cookie); a
     token in the query string is a 400 (it would land in logs and browser histories)."""
-    if "access_token" in request.args:
+    if b"access_token" in request.query_string and "access_token" in request.args:
         abort(400, "Send a token in the Authorization header, never in the URL.")
     header = request.headers.get("Authorization")
     if header is None:

@@ -107,8 +107,7 @@ def signed_in() -> bool:
 
 
 def cache_headers(response: Response) -> Response:
-    response.vary.add("Cookie")
-    response.vary.add("Authorization")
+    response.vary.update(("Cookie", "Authorization"))
     private = signed_in()
     if private:
         response.headers["Cache-Control"] = "no-store"
