@@ -49,10 +49,10 @@ def create_app(config_name: str | None = None, **overrides: Any) -> Flask:
     configure_logging(app)
     configure_database(app)
     check_settings(app)
+    register_request_logging(app)  # first: a request's duration covers every hook
     register_protection(app)
     register_caching(app)
     init_slots(app)
-    register_request_logging(app)
     register_extensions(app)
     register_listeners()
     register_blueprints(app)

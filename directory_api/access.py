@@ -8,14 +8,17 @@ with that user's current roles, narrowed by its scopes and the locations it is l
 """
 
 import enum
+import logging
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from flask import g, request, session
+from flask import Flask, Response, current_app, g, request, session
 from flask_login import current_user
 from sqlalchemy import bindparam, or_, select, update
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import lazyload
 
 from .models import ApiToken, Location, Membership, Role, User
@@ -24,6 +27,8 @@ from .platform.bearer import bearer_of, token_hash, well_formed
 from .platform.errors import abort
 from .platform.extensions import db, login_manager
 from .platform.types import utcnow
+
+log = logging.getLogger(__name__)
 
 # Built once: who a session names, by the per-user session token a password change replaces.
 SIGNED_IN_USER = select(User).where(User.session_token == bindparam("token"))
@@ -192,22 +197,41 @@ def identify_caller() -> None:
     g.api_token = CallingToken(token_id, user_id, scopes, location_ids)
     g._login_user = user  # Flask-Login's slot: current_user is the token's user
     if last_used_at is None or now - last_used_at >= LAST_USE_EVERY:
-        note_use(token_id, now)
+        g.token_used = (token_id, now, request.remote_addr)
 
 
-def note_use(token_id: uuid.UUID, now: Any) -> None:
-    """Write when and from where a token was last used, in a transaction of its own (a
-    read's session writes nothing), at most once a minute however many requests use it:
-    of two racing requests, the one whose condition still holds writes."""
-    with db.engine.begin() as connection:
-        connection.execute(
-            update(ApiToken)
-            .where(
-                ApiToken.id == token_id,
-                or_(ApiToken.last_used_at.is_(None), ApiToken.last_used_at < now - LAST_USE_EVERY),
+def note_use_once_answered(response: Response) -> Response:
+    """The last use of this request's token, if due, is written once the answer is out."""
+    used = g.pop("token_used", None)
+    if used is not None:
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        response.call_on_close(lambda: note_use(app, *used))
+    return response
+
+
+def note_use(app: Flask, token_id: uuid.UUID, now: Any, ip: str | None) -> None:
+    """Write when and from where a token was last used, at most once a minute however many
+    requests use it (of two racing requests, the one whose condition still holds writes).
+    It runs once the answer went out and the request's connection is back in the pool: it
+    never needs a second connection, never delays an answer, and a failure (a busy
+    SQLite, a database gone) costs this note alone."""
+    try:
+        with app.app_context():
+            db.session.execute(
+                update(ApiToken)
+                .where(
+                    ApiToken.id == token_id,
+                    or_(
+                        ApiToken.last_used_at.is_(None),
+                        ApiToken.last_used_at < now - LAST_USE_EVERY,
+                    ),
+                )
+                .values(last_used_at=now, last_used_ip=ip)
+                .execution_options(synchronize_session=False)
             )
-            .values(last_used_at=now, last_used_ip=request.remote_addr)
-        )
+            db.session.commit()
+    except (DBAPIError, PoolTimeoutError) as error:
+        log.warning("a token's last use was not written: %s", type(error).__name__)
 
 
 def calling_token() -> CallingToken | None:
@@ -222,8 +246,10 @@ def granted(scopes: list[str] | tuple[str, ...]) -> set[str]:
 
 def check_token(scope: Scope | None, tokens: bool, location: Location | None) -> None:
     """403 when a token may not call this endpoint: one never may (`tokens=False`: its own
-    kind, the password, the address, sign-out), its scopes lack `scope`, or the path's
-    location is not one it is limited to."""
+    kind, the password, the address, sign-out, sign-in), its scopes lack `scope`, or it is
+    limited to locations and this endpoint acts at another one, or at none (a super's
+    token limited to one place may not invite a super, create a location or read the whole
+    audit log: its limit narrows, never stops at the path)."""
     token = calling_token()
     if token is None:
         return
@@ -235,8 +261,11 @@ def check_token(scope: Scope | None, tokens: bool, location: Location | None) ->
             f"This token lacks the scope {scope}.",
             headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{scope}"'},
         )
-    if location is not None and not token.limited_to(location.id):
-        abort(403, "This token is limited to other locations.")
+    if scope is not None and token.location_ids is not None:
+        if location is None:
+            abort(403, "This token is limited to locations: it may not act beyond them.")
+        if not token.limited_to(location.id):
+            abort(403, "This token is limited to other locations.")
 
 
 def may_use(scope: Scope, location: Location | None = None) -> bool:

@@ -184,7 +184,7 @@ def endpoint(
             check_signed_in(declaration.access)
             if "slug" in path:
                 path["location"] = g.path_location = declaration.locate(path.pop("slug"))
-            if declaration.access is not None:
+            if declaration.access is not None or not declaration.tokens:
                 check_token(declaration.scope, declaration.tokens, path.get("location"))
             check_access(declaration.access, path.get("location"))
             if declaration.revision is not None:

@@ -22,6 +22,7 @@ from sqlalchemy import Select, and_, delete, or_, select, type_coerce, update
 from sqlalchemy.types import Text
 
 from .models import (
+    ApiToken,
     AuditEntry,
     OutboxMessage,
     OutboxStatus,
@@ -91,6 +92,13 @@ def run_retention(now: datetime | None = None) -> RetentionReport:
         turn_vote_revisions(db.session.connection(), locations)
 
     report.votes_redacted = _in_batches(redact_due, redact)
+    # Where an API token was last used from is personal data too: kept as long as a vote's.
+    db.session.execute(
+        update(ApiToken)
+        .where(ApiToken.last_used_ip.is_not(None), ApiToken.last_used_at < due)
+        .values(last_used_ip=None)
+        .execution_options(synchronize_session=False)
+    )
 
     kept_until = now - timedelta(days=config["OUTBOX_RETENTION_DAYS"])
     old_messages = select(OutboxMessage.id).where(

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from flask import Flask, Response, current_app, g, request
 from flask_cors.core import get_cors_options, set_cors_headers
 
-from .access import calling_token, identify_caller
+from .access import calling_token, identify_caller, note_use_once_answered
 from .endpoints import current_declaration
 from .platform.bodies import JSON_ONLY, check_media_type
 from .platform.cors import PUBLIC_FORMS
@@ -156,4 +156,5 @@ def register_protection(app: Flask) -> None:
     app.before_request(refuse_cross_site)
     app.before_request(require_json_bodies)
     app.after_request(add_security_headers)
+    app.after_request(note_use_once_answered)
     app.after_request(open_public_forms)

@@ -169,8 +169,8 @@ def test_a_token_cannot_entrench_itself(app, clients, world, method, path, body)
     [
         "Bearer dapi_notatoken",
         "Bearer dapi_" + "a" * 36,  # the format, a wrong checksum
-        "Basic b3duZXI6cGFzcw==",
         "Bearer",
+        "bearer \t ",
         "Bearer " + "x" * 10_000,
     ],
 )
@@ -330,3 +330,82 @@ def test_a_copy_of_the_database_holds_no_usable_token(app, clients, world):
     assert token not in everything and token[5:35] not in everything
     stored = db.session.scalar(select(ApiToken.token_hash))
     assert_problem(app.test_client().get("/me/", headers=bearer(stored)), 401)
+
+
+def test_another_scheme_is_not_a_token(clients, world):
+    """A staging site's proxy may pass its Basic credentials on: the cookie still counts."""
+    response = clients["owner"].get("/me/", headers={"Authorization": "Basic b3duZXI6cGFzcw=="})
+    assert response.status_code == 200
+
+
+def test_a_tab_may_separate_the_scheme_and_the_token(app, clients, world):
+    token = made(clients["owner"])
+    response = app.test_client().get("/me/", headers={"Authorization": f"bearer\t{token}"})
+    assert response.status_code == 200
+
+
+def test_a_token_limited_to_places_acts_nowhere_else(app, clients, world):
+    """Its limit narrows everything its user may do: a super's token limited to one place
+    may not invite a super, create a location or read the whole audit log."""
+    every = ["directory:write", "members:write", "audit:read"]
+    token = made(clients["super"], scopes=every, locations=["hill"])
+    script = app.test_client()
+    for method, path, body in [
+        ("post", "/supers/", {"email": "mallory@evil.example"}),
+        ("post", "/locations/", {"name": "Elsewhere"}),
+        ("get", "/audit/", None),
+        ("put", f"/me/id/{world['owner'].id}", {"name": "Renamed"}),
+    ]:
+        response = getattr(script, method)(path, json=body, headers=bearer(token))
+        assert_problem(response, 403)
+    assert script.get("/me/", headers=bearer(token)).status_code == 200
+    listed = script.post("/locations/hill/businesses/", json={"name": "A"}, headers=bearer(token))
+    assert listed.status_code == 201
+
+
+def test_a_token_cannot_make_a_session(app, clients, world):
+    token = made(clients["owner"])
+    response = app.test_client().post(
+        "/auth/login",
+        json={"email": "owner@example.com", "password": PASSWORD},
+        headers=bearer(token),
+    )
+    assert_problem(response, 403)
+    assert "Set-Cookie" not in response.headers
+
+
+def test_a_failed_last_use_write_fails_nothing_else(app, clients, world, caplog):
+    """The note of a token's last use is written after the answer; when the database
+    refuses it, the answer stands and a warning says what was lost."""
+    from sqlalchemy import event
+    from sqlalchemy.exc import OperationalError
+
+    token = made(clients["owner"])
+
+    def refuse(_conn, _cursor, statement, *_args):
+        if statement.startswith("UPDATE api_tokens"):
+            raise OperationalError(statement, None, Exception("database is locked"))
+
+    engine = db.engine
+    event.listen(engine, "before_cursor_execute", refuse)
+    try:
+        response = app.test_client().get("/me/", headers=bearer(token))
+    finally:
+        event.remove(engine, "before_cursor_execute", refuse)
+    assert response.status_code == 200
+    assert "last use was not written" in caplog.text
+    assert db.session.scalar(select(ApiToken.last_used_at)) is None
+
+
+def test_where_a_token_was_used_from_is_forgotten_with_the_votes_details(app, clients, world):
+    from directory_api.privacy import run_retention
+
+    token = made(clients["owner"])
+    app.test_client().get("/me/", headers=bearer(token), environ_base={"REMOTE_ADDR": "192.0.2.7"})
+    days = app.config["PII_RETENTION_DAYS"]
+    with app.app_context():
+        run_retention(utcnow() + timedelta(days=days - 1))
+        assert db.session.scalar(select(ApiToken.last_used_ip)) == "192.0.2.7"
+        run_retention(utcnow() + timedelta(days=days + 1))
+        assert db.session.scalar(select(ApiToken.last_used_ip)) is None
+        assert db.session.scalar(select(ApiToken.last_used_at)) is not None

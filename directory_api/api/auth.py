@@ -26,6 +26,7 @@ bp = Blueprint("auth", __name__, url_prefix="/auth")
     LoginIn,
     UserOut,
     limits=(login_per_ip, login_per_email),
+    tokens=False,  # a session is made by a password, never by a token
     failures={401: "Wrong e-mail or password."},
 )
 def login(data):

@@ -97,7 +97,7 @@ def update_user(data, user_id: uuid.UUID):
 
 
 @bp.post("/register/<uuid:user_id>")
-@endpoint(RegisterIn, UserOut, limits=(token_endpoints,))
+@endpoint(RegisterIn, UserOut, tokens=False, limits=(token_endpoints,))
 def register(data, user_id: uuid.UUID):
     """Accept an invitation: set a password (and name) with the token from the e-mail."""
     user = db.session.get(User, user_id)

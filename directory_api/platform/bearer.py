@@ -59,16 +59,19 @@ def shown_part(token: str) -> str:
 
 
 def bearer_of(request: Request) -> str | None:
-    """The token of an `Authorization: Bearer` header; None without the header. Any other
-    scheme, or a header no token could fill, is a 401 (never a fall back to a cookie); a
-    token in the query string is a 400 (it would land in logs and browser histories)."""
+    """The token of an `Authorization: Bearer` header; None without one (another scheme,
+    such as the Basic of a staging site's proxy, is not a token and is left alone). A
+    Bearer header no token could fill is a 401 (never a fall back to a cookie); a token in
+    the query string is a 400 (it would land in logs and browser histories)."""
     if b"access_token" in request.query_string and "access_token" in request.args:
         abort(400, "Send a token in the Authorization header, never in the URL.")
     header = request.headers.get("Authorization")
     if header is None:
         return None
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip() or len(header) > MAX_HEADER:
+    scheme, token = [*header.split(None, 1), "", ""][:2]  # a space or a tab between
+    if scheme.lower() != "bearer":
+        return None
+    if not token.strip() or len(header) > MAX_HEADER:
         abort(
             401,
             "The Authorization header must be `Bearer <token>`.",
