@@ -391,3 +391,34 @@ def test_a_public_vote_form_on_an_unlisted_site_submits_and_reads_the_answer(
     assert vote["requestId"]
     [sent] = [e for e in stack.recorder.from_origin(stack.foreign.origin) if e["method"] == "POST"]
     assert sent["cookie"] is None
+
+
+def test_the_docs_page_authorizes_with_an_api_token(stack, chromium, tmp_path, capsys):
+    """API.md 14: the document's bearer scheme works in the service's own Swagger UI: a
+    token given to "Authorize" is what "Try it out" sends (no cookie in this browser)."""
+    from directory_api.credentials import create_api_token
+    from directory_api.models import User
+
+    with stack.app.app_context():
+        user = db.session.scalar(select(User).where(User.email == SUPER_EMAIL))
+        token = create_api_token(
+            user, {"name": "docs", "scopes": ["directory:read"], "expires_in_days": 1}, "dapi_"
+        )
+        db.session.commit()
+        secret = token.secret
+    query = urlencode({"api": stack.api.origin, "token": secret})
+    report = run_browser(
+        chromium,
+        f"{stack.page.origin}/docs_token.html?{query}",
+        stack.artifacts / "browser-docs-token.png",
+        tmp_path / "p",
+        capsys,
+    )
+    assert report["status"] == 200, report
+    assert report["body"]["email"] == SUPER_EMAIL
+    (asked,) = [
+        entry
+        for entry in stack.recorder.from_origin(stack.page.origin)
+        if entry["path"] == "/me/" and entry["method"] == "GET"
+    ]
+    assert asked["status"] == 200 and asked["cookie"] is None
