@@ -409,3 +409,24 @@ def test_where_a_token_was_used_from_is_forgotten_with_the_votes_details(app, cl
         run_retention(utcnow() + timedelta(days=days + 1))
         assert db.session.scalar(select(ApiToken.last_used_ip)) is None
         assert db.session.scalar(select(ApiToken.last_used_at)) is not None
+
+
+def test_the_public_revocation_shares_the_token_allowance(app_factory):
+    app = app_factory(RATELIMIT_TOKENS_PER_IP="2/hour")
+    client = app.test_client()
+    first = client.post("/votes/confirm/nope")
+    second = client.post("/auth/tokens/revoke", json={"token": "dapi_nothing"})
+    third = client.post("/auth/tokens/revoke", json={"token": "dapi_nothing"})
+    assert [first.status_code, second.status_code, third.status_code] == [404, 204, 429]
+    assert third.mimetype == "application/problem+json"
+
+
+def test_supers_find_tokens_not_used_since_a_moment(app, clients, world):
+    used, idle = made(clients["owner"]), made(clients["admin"])
+    app.test_client().get("/me/", headers=bearer(used))
+    found = clients["super"].get("/tokens/?lastUsedBefore=2020-01-01").get_json()["items"]
+    assert [item["prefix"] for item in found] == [idle[:12]]  # never used counts as idle
+    tomorrow = (utcnow() + timedelta(days=1)).date().isoformat()
+    everything = clients["super"].get(f"/tokens/?lastUsedBefore={tomorrow}").get_json()
+    assert everything["total"] == 2
+    assert used[:12] in {item["prefix"] for item in everything["items"]}
