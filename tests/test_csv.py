@@ -209,6 +209,18 @@ def test_every_bad_row_is_named_and_nothing_is_written(client, owner):
     assert client.get(BUSINESSES + "export.csv").get_data() == before
 
 
+def test_a_row_s_report_lists_every_problem_at_once(client, owner):
+    """An unknown subcategory and unknown socials beside a schema error of the same row:
+    one report names them all, so a spreadsheet is fixed in one pass."""
+    text = (
+        "slug,name,subcategory,website,socials\n"
+        ",New Place,nowhere,not a url,nosuch:https://n.example\n"
+    )
+    problem = assert_problem(import_csv(owner, text), 422)
+    assert set(problem["errors"]["row 1"]) == {"subcategory", "website", "socials"}
+    assert "nowhere" in problem["errors"]["row 1"]["subcategory"][0]
+
+
 def test_a_dry_run_counts_and_writes_nothing(client, owner):
     before = client.get(BUSINESSES + "export.csv").get_data()
     response = import_csv(owner, "slug,name\nb-001,Changed\n,Added\n", "?dryRun=true")

@@ -76,11 +76,25 @@ def resolve_socials(links: list[dict[str, str]] | None) -> list[ListingSocial]:
     ]
 
 
+REFERENCES = {"subcategory": resolve_subcategory, "socials": resolve_socials}
+
+
+def reference_problems(data: dict[str, Any]) -> dict[str, Any]:
+    """Resolve the slugs `data` names (its subcategory and socials) in place; the problems
+    of each that names nothing, all of them (a CSV row's report lists every one at once)."""
+    problems: dict[str, Any] = {}
+    for name, resolve in REFERENCES.items():
+        if name in data:
+            try:
+                data[name] = resolve(data[name])
+            except APIError as error:  # a slug naming nothing: 422 on that field
+                problems |= error.extra.get("errors") or {name: [error.description]}
+    return problems
+
+
 def resolve_references(data: dict[str, Any]) -> None:
-    if "subcategory" in data:
-        data["subcategory"] = resolve_subcategory(data["subcategory"])
-    if "socials" in data:
-        data["socials"] = resolve_socials(data["socials"])
+    if problems := reference_problems(data):
+        abort(422, "The request body has invalid fields.", errors=problems)
 
 
 _listings, _categories, _locations = Listing.__table__, Category.__table__, Location.__table__
@@ -116,14 +130,14 @@ def plan_import(
         target = existing.get(slug)
         if target is None and slug is not None:
             row["slug"] = slug
+        problems: dict[str, Any] = {}
         try:
             data = schema_instance(ListingUpdate if target else ListingIn).load(row)
-            resolve_references(data)
-        except ValidationError as error:
-            errors[key] = error.messages
-            continue
-        except APIError as error:  # a slug naming nothing (subcategory, social): 422
-            errors[key] = error.extra.get("errors", {"_row": [error.description]})
+        except ValidationError as error:  # its valid fields' references are checked too
+            data, problems = dict(error.valid_data or {}), dict(error.messages)
+        problems |= reference_problems(data)
+        if problems:
+            errors[key] = problems
             continue
         if target is None:
             data["location"] = location
