@@ -365,6 +365,11 @@ def build_openapi(app: Flask) -> dict[str, Any]:
     names = {key[0]: name for key, name in plugin.converter.refs.items() if name in schemas}
     for schema, optional in outputs.items():
         require_shown_fields(schemas, names[schema], optional)
+    for schema in schemas.values():
+        # Every object says which of its fields are required, none included: a generated
+        # client reads a missing `required` as "unknown", not as "none".
+        if "properties" in schema:
+            schema.setdefault("required", [])
     for schema, name in names.items():
         if issubclass(schema, TargetSchema):
             # The body names its target by `id` or by its current `slug` (lookups.py). Said

@@ -31,6 +31,7 @@ class UserOut(Resource):
                     "location": {"type": "string"},
                     "role": {"enum": [role.value for role in Role]},
                 },
+                "required": ["location", "role"],
             },
         },
     )
