@@ -59,6 +59,15 @@ def forget_answers() -> None:
     caching.KNOWN_ANSWERS.entries.clear()
 
 
+@pytest.fixture(autouse=True)
+def one_cache_period(monkeypatch) -> None:
+    """A streamed answer's ETag changes with each stretch of PUBLIC_MAX_AGE seconds
+    (caching.period): a test that crossed such a boundary between two requests would see a
+    tag change no write made (once in a few hundred runs). Here the clock of tags stands
+    still; the tests of that change move it themselves."""
+    monkeypatch.setattr(caching, "period", lambda: 1)
+
+
 @contextmanager
 def statements_run() -> Iterator[list[Executed]]:
     """The SQL statements run while the block runs, on every engine (on PostgreSQL reads
