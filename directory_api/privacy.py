@@ -7,12 +7,15 @@
   used (a token keeps the address it was bound to).
 - `erase` / `export` (`flask privacy erase|export EMAIL`) answer a data subject's request
   for every vote submitted with an address and every message held for it.
+- `quotes_submitter`: a public reply to a vote may not publish its submitter's address or
+  phone number (API.md 15).
 
 Work is done in batches of `BATCH` rows, each its own short transaction, so a first run over
 millions of old rows neither holds long locks nor meets the statement timeout.
 """
 
 import logging
+import re
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -59,6 +62,21 @@ class RetentionReport:
             "tokensDeleted": self.tokens_deleted,
             "auditEntriesDeleted": self.audit_entries_deleted,
         }
+
+
+# A phone number is quoted when its last digits are: without its country or area code, a
+# local number still reaches the person.
+PHONE_DIGITS_QUOTED = 8
+NOT_A_DIGIT = re.compile(r"\D")
+
+
+def quotes_submitter(vote: Vote, text: str) -> bool:
+    """Whether `text` contains the address of the vote's submitter (in any case) or their
+    phone number (compared by its digits alone, whatever separates them in either)."""
+    if vote.your_email and vote.your_email.casefold() in text.casefold():
+        return True
+    phone = NOT_A_DIGIT.sub("", vote.your_phone or "")[-PHONE_DIGITS_QUOTED:]
+    return bool(phone) and phone in NOT_A_DIGIT.sub("", text)
 
 
 def _in_batches(ids_stmt: Select, act: Any) -> int:
