@@ -333,12 +333,22 @@ def test_votes_entered_by_staff_are_confirmed_and_get_no_receipt(client, staff):
 
 
 def seed_votes(harbour) -> None:
-    """works: 2 active (1 confirmed) + 1 pending duplicate; mill: 1 pending; 1 without one."""
+    """works: 2 active (1 confirmed, answered) + 1 pending duplicate; mill: 1 pending; 1
+    without one."""
     works, mill = (
         db.session.scalar(select(Employer).where(Employer.slug == slug))
         for slug in ("works", "mill")
     )
-    a = make_vote(harbour, employer_id=works.id, active=True, confirmed=True, your_email="a@x.org")
+    a = make_vote(
+        harbour,
+        employer_id=works.id,
+        active=True,
+        confirmed=True,
+        your_email="a@x.org",
+        reply_body="Thank you.",
+        reply_created_at=utcnow(),
+        reply_updated_at=utcnow(),
+    )
     make_vote(harbour, employer_id=works.id, active=True, your_email="b@x.org")
     make_vote(harbour, employer_id=works.id, duplicate_of_id=a.id, your_email="a@x.org")
     make_vote(harbour, employer_id=mill.id, your_email="c@x.org")
@@ -354,6 +364,7 @@ def test_summary_counts_the_queue(client, staff, harbour):
         "unconfirmed": 4,
         "duplicates": 1,
         "active": 2,
+        "unanswered": 1,
         "employers": [
             {"employer": "works", "name": "Harbour Works", "active": 2, "pending": 1},
             {"employer": "mill", "name": "Old Mill", "active": 0, "pending": 1},
@@ -367,6 +378,7 @@ def test_summary_of_a_location_without_votes(staff):
         "unconfirmed": 0,
         "duplicates": 0,
         "active": 0,
+        "unanswered": 0,
         "employers": [],
     }
 

@@ -168,6 +168,34 @@ def test_a_vote_without_a_reply_shows_null(clients, votes):
     assert clients["admin"].get(VOTES + f"id/{votes['hidden']}").get_json()["reply"] is None
 
 
+def test_staff_filter_by_replied(clients, votes):
+    clients["admin"].put(reply_path(votes["hidden"]), json={"body": THANKS})
+
+    def listed(who: str, replied: str) -> list[str]:
+        response = clients[who].get(VOTES, query_string={"replied": replied})
+        assert response.status_code == 200, response.get_json()
+        return [vote["id"] for vote in response.get_json()["items"]]
+
+    assert listed("admin", "true") == [votes["hidden"]]
+    assert listed("admin", "false") == [votes["shown"]]
+    # The public sees no moderation: the filter changes nothing for them.
+    assert listed("anonymous", "true") == listed("anonymous", "false") == [votes["shown"]]
+    assert_problem(clients["admin"].get(VOTES, query_string={"replied": "maybe"}), 422)
+
+
+def test_the_summary_counts_active_votes_without_a_reply(clients, votes):
+    def unanswered() -> int:
+        return clients["owner"].get(VOTES + "summary").get_json()["unanswered"]
+
+    assert unanswered() == 1
+    clients["admin"].put(reply_path(votes["hidden"]), json={"body": THANKS})
+    assert unanswered() == 1  # inactive votes are not waiting for an answer in public
+    clients["admin"].put(reply_path(votes["shown"]), json={"body": THANKS})
+    assert unanswered() == 0
+    clients["admin"].delete(reply_path(votes["shown"]))
+    assert unanswered() == 1
+
+
 def test_the_export_has_the_replys_text_in_a_column_of_its_own(clients, votes):
     clients["admin"].put(reply_path(votes["shown"]), json={"body": "=Thanks"})
     response = clients["owner"].get(VOTES + "export.csv")

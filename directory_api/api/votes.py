@@ -213,6 +213,9 @@ def filter_votes(stmt: Select, args: dict[str, Any], location: Location, access:
     if access and "duplicate" in args:
         flagged = Vote.duplicate_of_id.is_not(None)
         stmt = stmt.where(flagged if args["duplicate"] else ~flagged)
+    if access and "replied" in args:
+        replied = Vote.reply_body.is_not(None)
+        stmt = stmt.where(replied if args["replied"] else ~replied)
     return stmt
 
 
@@ -386,6 +389,9 @@ def vote_summary(location: Location):
             func.count().filter(Vote.confirmed.is_(False)).label("unconfirmed"),
             func.count().filter(Vote.duplicate_of_id.is_not(None)).label("duplicates"),
             active.label("active"),
+            func.count()
+            .filter(Vote.active.is_(True), Vote.reply_body.is_(None))
+            .label("unanswered"),
         ).where(Vote.location_id == location.id)
     ).one()
     employers = db.session.execute(

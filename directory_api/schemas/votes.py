@@ -152,8 +152,8 @@ class PublicVoteOut(VoteOut):
         exclude = all_but(VoteOut, PUBLIC_VOTE_FIELDS)
 
 
-# The filters only staff may use: the public sees neither confirmations nor duplicates.
-STAFF_FILTERS = ("confirmed", "duplicate")
+# The filters only staff may use (API.md 8, 15): what they select is moderation.
+STAFF_FILTERS = ("confirmed", "duplicate", "replied")
 
 
 class VoteListArgs(ListArgs):
@@ -161,6 +161,7 @@ class VoteListArgs(ListArgs):
     active = QueryBool()
     confirmed = QueryBool(metadata={"description": "Staff only."})
     duplicate = QueryBool(metadata={"description": "Staff only: flagged as a duplicate."})
+    replied = QueryBool(metadata={"description": "Staff only: answered by a reply."})
 
 
 class VoteSummaryEmployer(Schema):
@@ -177,6 +178,9 @@ class VoteSummaryOut(Schema):
     unconfirmed = fields.Integer(required=True)
     duplicates = fields.Integer(required=True)
     active = fields.Integer(required=True)
+    unanswered = fields.Integer(
+        required=True, metadata={"description": "Active votes without a reply."}
+    )
     employers = fields.List(fields.Nested(VoteSummaryEmployer), required=True)
 
 
