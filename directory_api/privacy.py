@@ -132,14 +132,14 @@ def run_retention(now: datetime | None = None) -> RetentionReport:
     for model in (Token, RoleGrant):  # one-time tokens, and role offers with theirs
         spent = select(model.id).where(or_(model.expires_at < now, model.used_at.is_not(None)))
         report.tokens_deleted += _delete_in_batches(model, spent)
-    # A vote's receipt token (API.md 8) once its 30 days are over; the vote stays.
+    # A vote's receipt tokens (API.md 8, 15) once their 30 days are over; the vote stays.
     expired_receipts = select(Vote.id).where(Vote.receipt_expires_at < now)
     report.tokens_deleted += _in_batches(
         expired_receipts,
         lambda ids: db.session.execute(
             update(Vote)
             .where(Vote.id.in_(ids))
-            .values(receipt_token_hash=None, receipt_expires_at=None)
+            .values(receipt_token_hash=None, notice_token_hash=None, receipt_expires_at=None)
             .execution_options(synchronize_session=False)
         ),
     )

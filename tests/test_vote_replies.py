@@ -14,7 +14,7 @@ from sqlalchemy import select
 from directory_api.models import Vote
 from directory_api.platform.extensions import db
 
-from .conftest import assert_problem
+from .conftest import assert_problem, link_in, queued_mail
 from .factories import make_vote
 
 VOTES = "/locations/harbour/votes/"
@@ -204,3 +204,68 @@ def test_the_export_has_the_replys_text_in_a_column_of_its_own(clients, votes):
     assert "reply" not in rows[0]
     bodies = {row["id"]: row["replyBody"] for row in rows}
     assert bodies == {votes["shown"]: "'=Thanks", votes["hidden"]: ""}
+
+
+# --- the notice to the voter ----------------------------------------------------------------
+VOTER = "Val.Voter@Example.org"  # as typed; the vote keeps its one spelling
+SUBMISSION = {
+    "yourName": "Val Voter",
+    "yourEmail": VOTER,
+    "yourPhone": "+44 20 7946 0018",
+    "businessName": "Harbour Works",
+    "businessBranch": "Quay",
+    "voteBody": "Fair pay.",
+    "yourPosition": "Clerk",
+}
+
+
+def submitted(client, *, confirm: bool) -> tuple[str, str]:
+    """A vote submitted by the public (confirmed from its receipt if `confirm`): its id and
+    its receipt's token."""
+    response = client.post(VOTES + "submit/employer", json=SUBMISSION)
+    assert response.status_code == 201, response.get_json()
+    token = link_in(queued_mail(template="vote_receipt")[-1].body, "/votes/confirm/")
+    if confirm:
+        assert client.post(f"/votes/confirm/{token}").status_code == 200
+    return response.get_json()["id"], token
+
+
+def notices() -> list:
+    return queued_mail(template="vote_reply")
+
+
+def test_the_first_reply_to_a_confirmed_vote_is_mailed_with_a_withdraw_link(clients, world):
+    vote_id, _ = submitted(clients["anonymous"], confirm=True)
+    clients["admin"].put(reply_path(vote_id), json={"body": THANKS})
+    [notice] = notices()
+    assert notice.recipients == ["val.voter@example.org"]
+    assert "harbour replied" in notice.subject.lower()
+    assert THANKS in notice.body
+    assert "admin@example.com" not in notice.body  # the author is the staff's to know
+    token = link_in(notice.body, "/votes/withdraw/")
+    # Edits send nothing; nor does a reply after the first was deleted.
+    clients["admin"].put(reply_path(vote_id), json={"body": "Thanks again."})
+    clients["admin"].delete(reply_path(vote_id))
+    clients["admin"].put(reply_path(vote_id), json={"body": "Thanks once more."})
+    assert len(notices()) == 1
+    # The link withdraws the vote, which takes its reply and the messages about it along.
+    assert clients["anonymous"].post(f"/votes/withdraw/{token}").status_code == 204
+    assert_problem(clients["admin"].get(VOTES + f"id/{vote_id}"), 404)
+    assert notices() == []
+
+
+def test_the_receipts_links_stay_valid_after_the_notice(clients, world):
+    vote_id, receipt = submitted(clients["anonymous"], confirm=True)
+    clients["admin"].put(reply_path(vote_id), json={"body": THANKS})
+    assert len(notices()) == 1
+    assert clients["anonymous"].post(f"/votes/withdraw/{receipt}").status_code == 204
+    assert stored_reply(vote_id) is None
+
+
+def test_no_notice_to_an_unconfirmed_or_redacted_voter(clients, world):
+    unconfirmed, _ = submitted(clients["anonymous"], confirm=False)
+    clients["admin"].put(reply_path(unconfirmed), json={"body": THANKS})
+    redacted = make_vote(world["harbour"], confirmed=True, your_email=None, your_phone=None)
+    response = clients["admin"].put(reply_path(str(redacted.id)), json={"body": THANKS})
+    assert response.status_code == 201
+    assert notices() == []

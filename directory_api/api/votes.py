@@ -349,7 +349,8 @@ def delete_vote(target, location: Location):
 def put_reply(data, location: Location, vote_id: uuid.UUID):
     """Answer a vote in public (201), or replace the answer's text (200): one per vote.
 
-    A reply may not quote its voter's e-mail address or phone number (422)."""
+    A reply may not quote its voter's e-mail address or phone number (422). The first one
+    to a confirmed vote is mailed to its submitter with a withdraw link."""
     vote = vote_of(location, vote_id)
     body = data["body"]
     if quotes_submitter(vote, body):
@@ -361,6 +362,8 @@ def put_reply(data, location: Location, vote_id: uuid.UUID):
             vote.reply_created_at = now
         vote.reply_body, vote.reply_updated_at = body, now
         vote.reply_author_id = current_user.id
+        if first:
+            integrity.send_reply_notice(vote, location)  # edits send nothing
         db.session.commit()
     return Answer(vote, status=201 if first else 200)
 

@@ -66,6 +66,7 @@ class Vote(IdMixin, TimestampMixin, db.Model):
             "duplicate_of_id",
             "receipt_token_hash",
             "receipt_expires_at",
+            "notice_token_hash",
             # The reply's author is the entry's actor.
             "reply_author_id",
             "reply_created_at",
@@ -114,6 +115,9 @@ class Vote(IdMixin, TimestampMixin, db.Model):
     )
     receipt_token_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
     receipt_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The withdraw link mailed with the first reply (API.md 15): a token of its own, so the
+    # receipt's stays valid; both expire at receipt_expires_at.
+    notice_token_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
 
     # The location's public reply (API.md 15): one per vote, written by its staff.
     reply_body: Mapped[str | None] = mapped_column(Text)
