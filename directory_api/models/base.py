@@ -32,8 +32,8 @@ class Audit:
     # instead of "update".
     verbs: tuple[tuple[str, str], ...] = ()
     # A field that is a part of the model with entries of its own (a vote's `reply_body` →
-    # "reply"): a change of it alone is `<part>.create|update|delete` as it is set, changed
-    # or cleared, its target still the model.
+    # "reply"): a change of it is `<part>.create|update|delete` as it is set, changed or
+    # cleared, its target still the model.
     parts: tuple[tuple[str, str], ...] = ()
 
 
