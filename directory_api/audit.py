@@ -306,6 +306,21 @@ def _roles(transaction: Transaction, actor: User, obj: Any, state: str) -> None:
         _role_entry(transaction, actor, obj.id, "super", None, verb, {"role": change})
 
 
+STATE_VERBS = {"new": "create", "dirty": "update", "deleted": "delete"}
+
+
+def dirty_action(audited: Audit, changes: dict[str, list[Any]]) -> str | None:
+    """What a change names itself, when not "update": a part's own action (set, changed
+    or cleared), else the verb of a telling field."""
+    for attribute, part in audited.parts:
+        if (values := changes.get(field_name(attribute))) is not None:
+            old, new = values
+            verb = "create" if old is None else "delete" if new is None else "update"
+            return f"{part}.{verb}"
+    verb = next((v for f, v in audited.verbs if field_name(f) in changes), None)
+    return verb and f"{audited.type}.{verb}"
+
+
 def _collect(session: Session, _context: Any, _instances: Any) -> None:
     if not has_request_context():
         return
@@ -339,9 +354,9 @@ def _collect(session: Session, _context: Any, _instances: Any) -> None:
         changes = changes_of(obj, audited, state)
         if state == "dirty" and not changes:
             continue
-        verb = {"new": "create", "dirty": "update", "deleted": "delete"}[state]
+        action = f"{audited.type}.{STATE_VERBS[state]}"
         if state == "dirty":
-            verb = next((v for f, v in audited.verbs if field_name(f) in changes), verb)
+            action = dirty_action(audited, changes) or action
         key = (obj, "change")
         if key in transaction.pending:
             transaction.pending[key].merge(changes)
@@ -349,9 +364,7 @@ def _collect(session: Session, _context: Any, _instances: Any) -> None:
                 transaction.pending[key].action = f"{audited.type}.delete"
             continue
         location = entry_location(obj, audited) or path_location()
-        transaction.pending[key] = Pending(
-            f"{audited.type}.{verb}", audited.type, obj, location, actor, changes
-        )
+        transaction.pending[key] = Pending(action, audited.type, obj, location, actor, changes)
 
 
 def _account(transaction: Transaction, user: User, actor: User | None) -> None:

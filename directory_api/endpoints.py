@@ -117,6 +117,7 @@ class Answer:
     body: Any
     headers: Mapping[str, str] = field(default_factory=dict)
     schema: type[Schema] | None = None
+    status: int | None = None  # another of the declared statuses (`responses`)
 
 
 DECLARATIONS: dict[Callable[..., Any], Endpoint] = {}
@@ -130,8 +131,10 @@ def answer(declaration: Endpoint, result: Any) -> Any:
         return Response(status=204)
     headers: Mapping[str, str] = {}
     schema = declaration.response
+    status = declaration.status
     if isinstance(result, Answer):
-        headers, schema, result = result.headers, result.schema or schema, result.body
+        headers, schema, status = result.headers, result.schema or schema, result.status or status
+        result = result.body
     if isinstance(schema, tuple):
         schema = schema[0]  # one of several shapes: the first unless the view names another
     if isinstance(result, Page):
@@ -140,7 +143,7 @@ def answer(declaration: Endpoint, result: Any) -> Any:
     if isinstance(schema, type):
         result = schema_instance(schema).dump(result)
     response = jsonify(result)
-    response.status_code = declaration.status
+    response.status_code = status
     response.headers.update(headers)
     return response
 

@@ -7,12 +7,15 @@
   used (a token keeps the address it was bound to).
 - `erase` / `export` (`flask privacy erase|export EMAIL`) answer a data subject's request
   for every vote submitted with an address and every message held for it.
+- `quotes_submitter`: a public reply to a vote may not publish its submitter's address or
+  phone number (API.md 15).
 
 Work is done in batches of `BATCH` rows, each its own short transaction, so a first run over
 millions of old rows neither holds long locks nor meets the statement timeout.
 """
 
 import logging
+import re
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -59,6 +62,21 @@ class RetentionReport:
             "tokensDeleted": self.tokens_deleted,
             "auditEntriesDeleted": self.audit_entries_deleted,
         }
+
+
+# A phone number is quoted when its last digits are: without its country or area code, a
+# local number still reaches the person.
+PHONE_DIGITS_QUOTED = 8
+NOT_A_DIGIT = re.compile(r"\D")
+
+
+def quotes_submitter(vote: Vote, text: str) -> bool:
+    """Whether `text` contains the address of the vote's submitter (in any case) or their
+    phone number (compared by its digits alone, whatever separates them in either)."""
+    if vote.your_email and vote.your_email.casefold() in text.casefold():
+        return True
+    phone = NOT_A_DIGIT.sub("", vote.your_phone or "")[-PHONE_DIGITS_QUOTED:]
+    return bool(phone) and phone in NOT_A_DIGIT.sub("", text)
 
 
 def _in_batches(ids_stmt: Select, act: Any) -> int:
@@ -114,14 +132,14 @@ def run_retention(now: datetime | None = None) -> RetentionReport:
     for model in (Token, RoleGrant):  # one-time tokens, and role offers with theirs
         spent = select(model.id).where(or_(model.expires_at < now, model.used_at.is_not(None)))
         report.tokens_deleted += _delete_in_batches(model, spent)
-    # A vote's receipt token (API.md 8) once its 30 days are over; the vote stays.
+    # A vote's receipt tokens (API.md 8, 15) once their 30 days are over; the vote stays.
     expired_receipts = select(Vote.id).where(Vote.receipt_expires_at < now)
     report.tokens_deleted += _in_batches(
         expired_receipts,
         lambda ids: db.session.execute(
             update(Vote)
             .where(Vote.id.in_(ids))
-            .values(receipt_token_hash=None, receipt_expires_at=None)
+            .values(receipt_token_hash=None, notice_token_hash=None, receipt_expires_at=None)
             .execution_options(synchronize_session=False)
         ),
     )

@@ -2,9 +2,12 @@
 and the per-employer counts the public results read.
 
 - A receipt carries one token per vote (kept as its SHA-256, valid 30 days) for both links,
-  confirm and withdraw. An address gets at most `VOTE_RECEIPTS_PER_ADDRESS` receipts per
-  rolling 24 hours, counted on its keyed hash (the normalised address, as every per-address
-  rule): past that the vote is kept, with no receipt and so no token.
+  confirm and withdraw. The first reply to a confirmed vote mails its submitter a withdraw
+  link (`send_reply_notice`): the receipt's token cannot be rebuilt from its hash, so the
+  notice gets a token of its own, the receipt's stays valid, and both live 30 days more.
+  An address gets at most `VOTE_RECEIPTS_PER_ADDRESS` receipts per rolling 24 hours,
+  counted on its keyed hash (the normalised address, as every per-address rule): past that
+  the vote is kept, with no receipt and so no token.
 - A vote whose address already voted for the same employer at the location (or, with no
   employer linked, for the same case-folded business name) points at the earliest such vote
   (`duplicate_of_id`). Deleting a vote (withdrawal, staff) hands that role to the next one.
@@ -75,6 +78,19 @@ def send_receipt(vote: Vote, location: Location, address: str) -> bool:
     return True
 
 
+def send_reply_notice(vote: Vote, location: Location) -> bool:
+    """Mail the vote's first reply to its submitter, with a withdraw link: once per vote,
+    and only to a confirmed submitter whose address is still held (not redacted)."""
+    if not vote.confirmed or vote.your_email is None or vote.notice_token_hash is not None:
+        return False
+    token, vote.notice_token_hash = new_token()
+    vote.receipt_expires_at = max(vote.receipt_expires_at or utcnow(), utcnow() + RECEIPT_LIFETIME)
+    queue_mail(
+        vote.your_email, "vote_reply", about=about(vote), vote=vote, location=location, token=token
+    )
+    return True
+
+
 def about(vote: Vote) -> str:
     """How the outbox names a vote's messages, which go with it."""
     return f"vote:{vote.id}"
@@ -95,9 +111,12 @@ def vote_by_receipt(token: str) -> Vote:
     token_hash = presented_hash(token)
     vote = None
     if token_hash is not None:
-        live = (Vote.receipt_token_hash == token_hash) & (Vote.receipt_expires_at > utcnow())
-        vote = locked(live)
-    if vote is None or not hmac.compare_digest(vote.receipt_token_hash or "", token_hash or ""):
+        named = (Vote.receipt_token_hash == token_hash) | (Vote.notice_token_hash == token_hash)
+        vote = locked(named & (Vote.receipt_expires_at > utcnow()))
+    if vote is None or not any(
+        hmac.compare_digest(stored or "", token_hash or "")
+        for stored in (vote.receipt_token_hash, vote.notice_token_hash)
+    ):
         abort(404, "This receipt link is invalid or expired.")
     return vote
 

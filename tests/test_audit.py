@@ -28,7 +28,14 @@ from .conftest import (
     start_reset,
     statements_run,
 )
-from .factories import PASSWORD, make_category, make_listing, make_region, make_social
+from .factories import (
+    PASSWORD,
+    make_category,
+    make_listing,
+    make_region,
+    make_social,
+    make_vote,
+)
 
 VOTE = {
     "yourName": "Vera Voter",
@@ -236,6 +243,31 @@ def test_votes_entered_moderated_and_deleted_by_staff_never_show_personal_data(
         assert personal not in everything
     stored = json.dumps([row.changes for row in db.session.scalars(select(AuditEntry))])
     assert not any(personal in stored for personal in PERSONAL)
+
+
+def test_a_reply_is_created_changed_and_deleted_with_the_vote_as_its_target(
+    clients, world, left_by
+):
+    vote = make_vote(world["harbour"], active=True, your_email="vera.voter@example.org")
+    path = f"/locations/harbour/votes/id/{vote.id}/reply"
+    target = {"type": "vote", "id": str(vote.id), "slug": None}
+    steps = [
+        (clients["admin"].put(path, json={"body": "Thanks!"}), "reply.create", [None, "Thanks!"]),
+        (clients["owner"].put(path, json={"body": "Thank you!"}), "reply.update", None),
+        (clients["owner"].delete(path), "reply.delete", ["Thank you!", None]),
+    ]
+    expected_actors = [world["admin"], world["owner"], world["owner"]]
+    for (response, action, change), who in zip(steps, expected_actors, strict=True):
+        assert response.status_code < 300, response.get_json()
+        [entry] = left_by(response)
+        assert entry["action"] == action
+        assert entry["target"] == target
+        assert entry["location"] == "harbour"
+        assert entry["actor"] == actor(who)
+        assert entry["changes"] == {"replyBody": change or ["Thanks!", "Thank you!"]}
+    # The same text again changes nothing, and records nothing.
+    clients["owner"].put(path, json={"body": "Again."})
+    assert left_by(clients["owner"].put(path, json={"body": "Again."})) == []
 
 
 def test_the_publics_votes_and_receipts_are_not_privileged_writes(app, clients, world, read):

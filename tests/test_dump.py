@@ -5,7 +5,7 @@ import inspect
 import pytest
 from marshmallow import Schema, fields
 
-from directory_api.models import Role, VoteType
+from directory_api.models import Role, VoteType, utcnow
 from directory_api.platform.extensions import db
 from directory_api.platform.output import PlannedDump
 from directory_api.schemas import categories, listings, locations, regions, socials, users, votes
@@ -74,6 +74,10 @@ def objects(app):
             your_phone="+44 2",
             business_name="Apple",
             vote_body="Nice.",
+            reply_body="Thank you.",
+            reply_author_id=owner.id,
+            reply_created_at=utcnow(),
+            reply_updated_at=utcnow(),
         )
         yield {
             "RegionOut": [north],
@@ -84,6 +88,7 @@ def objects(app):
             "UserOut": [owner, invited],
             "VoteOut": [vote, plain_vote],
             "PublicVoteOut": [vote, plain_vote],
+            "VoteCsvOut": [vote, plain_vote],
         }
         db.session.rollback()
 

@@ -78,7 +78,16 @@ def role_offer(app, client):
     return "/roles/accept/"
 
 
-@pytest.mark.parametrize("flow", [invitation, password_reset, email_change, role_offer])
+def reply_notice(app, client):
+    vote = make_vote(make_location("harbour"), confirmed=True, your_email="val@example.com")
+    response = client.put(f"/locations/harbour/votes/id/{vote.id}/reply", json={"body": "Hi"})
+    assert response.status_code == 201
+    return "/votes/withdraw/"
+
+
+@pytest.mark.parametrize(
+    "flow", [invitation, password_reset, email_change, role_offer, reply_notice]
+)
 def test_no_usable_token_is_stored_pending_or_delivered(mail_app, mailbox, flow):
     make_user("super@example.com", is_super=True)
     path = flow(mail_app, signed_in(mail_app, "super@example.com"))

@@ -338,6 +338,15 @@ TABLE: Rows = {
     ("/locations/<slug:slug>/votes/", "DELETE"): Case(
         "/locations/harbour/votes/", only(204, ACCESS), {"id": "{hidden}"}, ("votes",)
     ),
+    ("/locations/<slug:slug>/votes/id/<uuid:vote_id>/reply", "PUT"): Case(
+        "/locations/harbour/votes/id/{hidden}/reply",
+        only(201, ACCESS),
+        {"body": "Thank you for your kind words."},
+        ("votes",),
+    ),
+    ("/locations/<slug:slug>/votes/id/<uuid:vote_id>/reply", "DELETE"): Case(
+        "/locations/harbour/votes/id/{shown}/reply", only(204, ACCESS), needs=("votes", "reply")
+    ),
     ("/locations/<slug:slug>/votes/submit/btob", "POST"): submission(
         "btob", 202, yourBusiness="Ann's Bakery"
     ),
@@ -414,10 +423,11 @@ def test_every_row_names_every_identity():
 # --- the world of one case -------------------------------------------------------------------
 
 
-def add_vote(location: Location, *, active: bool) -> str:
+def add_vote(location: Location, *, active: bool, **fields: Any) -> str:
     vote = make_vote(
         location,
         active=active,
+        **fields,
         your_name="Val Voter",
         your_email="val@example.org",
         your_phone="+44 100 000 001",
@@ -507,7 +517,10 @@ def build_world(app: Flask, world: dict, needs: tuple[str, ...]) -> dict[str, st
             listing = make_listing(kind, harbour, "target", name="Harbour Works")
             values[plural] = str(listing.id)
     if "votes" in needs:
-        values["shown"] = add_vote(harbour, active=True)
+        answered = (
+            {"reply_body": "Thanks!", "reply_created_at": utcnow()} if "reply" in needs else {}
+        )
+        values["shown"] = add_vote(harbour, active=True, **answered)
         values["hidden"] = add_vote(harbour, active=False)
     if "target_super" in needs:
         values["target"] = str(make_user("target@example.com", is_super=True).id)

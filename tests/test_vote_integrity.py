@@ -333,12 +333,22 @@ def test_votes_entered_by_staff_are_confirmed_and_get_no_receipt(client, staff):
 
 
 def seed_votes(harbour) -> None:
-    """works: 2 active (1 confirmed) + 1 pending duplicate; mill: 1 pending; 1 without one."""
+    """works: 2 active (1 confirmed, answered) + 1 pending duplicate; mill: 1 pending; 1
+    without one."""
     works, mill = (
         db.session.scalar(select(Employer).where(Employer.slug == slug))
         for slug in ("works", "mill")
     )
-    a = make_vote(harbour, employer_id=works.id, active=True, confirmed=True, your_email="a@x.org")
+    a = make_vote(
+        harbour,
+        employer_id=works.id,
+        active=True,
+        confirmed=True,
+        your_email="a@x.org",
+        reply_body="Thank you.",
+        reply_created_at=utcnow(),
+        reply_updated_at=utcnow(),
+    )
     make_vote(harbour, employer_id=works.id, active=True, your_email="b@x.org")
     make_vote(harbour, employer_id=works.id, duplicate_of_id=a.id, your_email="a@x.org")
     make_vote(harbour, employer_id=mill.id, your_email="c@x.org")
@@ -354,6 +364,7 @@ def test_summary_counts_the_queue(client, staff, harbour):
         "unconfirmed": 4,
         "duplicates": 1,
         "active": 2,
+        "unanswered": 1,
         "employers": [
             {"employer": "works", "name": "Harbour Works", "active": 2, "pending": 1},
             {"employer": "mill", "name": "Old Mill", "active": 0, "pending": 1},
@@ -367,6 +378,7 @@ def test_summary_of_a_location_without_votes(staff):
         "unconfirmed": 0,
         "duplicates": 0,
         "active": 0,
+        "unanswered": 0,
         "employers": [],
     }
 
@@ -484,16 +496,15 @@ def test_erasure_keeps_the_results_right(app, client, staff, harbour):
 def test_retention_clears_expired_receipt_tokens_and_keeps_the_vote(app, client, harbour):
     submit(client)
     vote = db.session.scalar(select(Vote))
+    vote.notice_token_hash = "0" * 64  # the withdraw link a reply's notice carried
     vote.receipt_expires_at = utcnow() - timedelta(minutes=1)
     db.session.commit()
     result = app.test_cli_runner().invoke(args=["retention", "run"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["tokensDeleted"] == 1
     db.session.rollback()
-    assert db.session.execute(select(Vote.receipt_token_hash, Vote.business_name)).one() == (
-        None,
-        "Harbour Works",
-    )
+    kept = select(Vote.receipt_token_hash, Vote.notice_token_hash, Vote.business_name)
+    assert db.session.execute(kept).one() == (None, None, "Harbour Works")
 
 
 def test_votes_loaded_outside_the_app_are_counted_after_a_recount(app, client, harbour):

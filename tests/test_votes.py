@@ -49,6 +49,7 @@ PUBLIC_KEYS = {
     "yourPosition",
     "createdAt",
     "updatedAt",
+    "reply",
 }
 # Staff also see whether retention has redacted the submitter (API.md 9).
 FULL_KEYS = PUBLIC_KEYS | {

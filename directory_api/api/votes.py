@@ -30,10 +30,11 @@ from ..models import (
     Vote,
     VoteRevision,
     VoteType,
+    utcnow,
 )
 from ..models.api_token import Scope
 from ..platform.csv_export import columns, csv_response
-from ..platform.errors import abort
+from ..platform.errors import abort, invalid
 from ..platform.extensions import db
 from ..platform.limits import exports_per_ip, token_endpoints, votes_per_ip
 from ..platform.outbox import queue_mail
@@ -41,12 +42,16 @@ from ..platform.output import schema_instance
 from ..platform.page_queries import encoded_by_id, every_row, paginate
 from ..platform.pagination import ListArgs
 from ..platform.sql import json_of, json_text
+from ..privacy import quotes_submitter
 from ..schemas.common import ReceivedOut, StatusOut
 from ..schemas.votes import (
     BtobSubmission,
     BtocSubmission,
     EmployerSubmission,
     PublicVoteOut,
+    ReplyIn,
+    ReplyOut,
+    VoteCsvOut,
     VoteIn,
     VoteListArgs,
     VoteOut,
@@ -80,6 +85,8 @@ VoteExportArgs = VoteArgs.without_paging()
 VIEWS = {True: VoteOut, False: PublicVoteOut}
 LABELS = {VoteType.BTOB: "business-to-business", VoteType.BTOC: "business-to-consumer"}
 WITH_EMPLOYER = (joinedload(Vote.employer),)
+# Staff also see who wrote a reply: its author's id and address, and nothing else of them.
+WITH_AUTHOR = (*WITH_EMPLOYER, joinedload(Vote.reply_author).load_only(User.id, User.email))
 # Submissions: one allowance per client IP shared by every type; `Idempotency-Key` honoured;
 # a form on any site may post them (API.md 13 … and issue 18: they use no credentials).
 SUBMISSION = {"limits": (votes_per_ip,), "forms": True, "idempotent": True, "cross_site": True}
@@ -206,6 +213,9 @@ def filter_votes(stmt: Select, args: dict[str, Any], location: Location, access:
     if access and "duplicate" in args:
         flagged = Vote.duplicate_of_id.is_not(None)
         stmt = stmt.where(flagged if args["duplicate"] else ~flagged)
+    if access and "replied" in args:
+        replied = Vote.reply_body.is_not(None)
+        stmt = stmt.where(replied if args["replied"] else ~replied)
     return stmt
 
 
@@ -215,14 +225,14 @@ def list_votes(args, location: Location):
     """List votes, newest first; inactive ones only for those with access."""
     access = has_location_access(current_user, location, Scope.VOTES_READ)
     stmt = filter_votes(visible_votes(location, access), args, location, access)
-    page = paginate(stmt, args, options=WITH_EMPLOYER)
+    page = paginate(stmt, args, options=WITH_AUTHOR if access else WITH_EMPLOYER)
     return Answer(page, schema=VIEWS[access])
 
 
 # What the votes export shows is determined by the revision of the location's votes and,
 # for the employers' slugs it names, of its employers (ListingCount), with its URL and its
 # columns (a new release may change those while the revisions stay): built once.
-EXPORT_COLUMNS = tuple(columns(schema_instance(VoteOut)))
+EXPORT_COLUMNS = tuple(columns(schema_instance(VoteCsvOut)))
 EXPORT_REVISIONS = select(
     select(VoteRevision.revision)
     .where(VoteRevision.location_id == bindparam("location_id"))
@@ -243,7 +253,7 @@ def export_revision(location: Location) -> tuple[Any, ...]:
 
 @bp.get("/export.csv")
 @endpoint(
-    response=VoteOut,
+    response=VoteCsvOut,
     query=VoteExportArgs,
     csv=True,
     access=Access.ACCESS,
@@ -255,7 +265,7 @@ def export_votes(args, location: Location):
     """Every vote of the location as CSV, staff fields included (the list's filters, sort)."""
     stmt = filter_votes(visible_votes(location, True), args, location, True)
     rows = every_row(stmt, args, options=WITH_EMPLOYER)
-    return csv_response(VoteOut, rows, f"{location.slug}-votes.csv")
+    return csv_response(VoteCsvOut, rows, f"{location.slug}-votes.csv")
 
 
 @bp.get("/id/<uuid:vote_id>")
@@ -328,6 +338,48 @@ def delete_vote(target, location: Location):
     db.session.commit()
 
 
+@bp.put("/id/<uuid:vote_id>/reply")
+@endpoint(
+    ReplyIn,
+    ReplyOut,
+    responses={201: ReplyOut},
+    access=Access.ACCESS,
+    scope=Scope.VOTES_MODERATE,
+)
+def put_reply(data, location: Location, vote_id: uuid.UUID):
+    """Answer a vote in public (201), or replace the answer's text (200): one per vote.
+
+    A reply may not quote its voter's e-mail address or phone number (422). The first one
+    to a confirmed vote is mailed to its submitter with a withdraw link."""
+    vote = vote_of(location, vote_id)
+    body = data["body"]
+    if quotes_submitter(vote, body):
+        invalid("body", "May not contain the voter's e-mail address or phone number.")
+    first = vote.reply is None
+    if first or body != vote.reply_body:
+        now = utcnow()
+        if first:
+            vote.reply_created_at = now
+        vote.reply_body, vote.reply_updated_at = body, now
+        vote.reply_author_id = current_user.id
+        if first:
+            integrity.send_reply_notice(vote, location)  # edits send nothing
+        db.session.commit()
+    return Answer(vote, status=201 if first else 200)
+
+
+@bp.delete("/id/<uuid:vote_id>/reply")
+@endpoint(status=204, access=Access.ACCESS, scope=Scope.VOTES_MODERATE, not_found=True)
+def delete_reply(location: Location, vote_id: uuid.UUID):
+    """Delete the vote's reply (404 when it has none)."""
+    vote = vote_of(location, vote_id)
+    if vote.reply is None:
+        abort(404, "This vote has no reply.")
+    vote.reply_body = vote.reply_author_id = None
+    vote.reply_created_at = vote.reply_updated_at = None
+    db.session.commit()
+
+
 @bp.get("/summary")
 @endpoint(response=VoteSummaryOut, access=Access.ACCESS, scope=Scope.VOTES_READ)
 def vote_summary(location: Location):
@@ -340,6 +392,9 @@ def vote_summary(location: Location):
             func.count().filter(Vote.confirmed.is_(False)).label("unconfirmed"),
             func.count().filter(Vote.duplicate_of_id.is_not(None)).label("duplicates"),
             active.label("active"),
+            func.count()
+            .filter(Vote.active.is_(True), Vote.reply_body.is_(None))
+            .label("unanswered"),
         ).where(Vote.location_id == location.id)
     ).one()
     employers = db.session.execute(

@@ -31,6 +31,10 @@ class Audit:
     # A change of one of these fields names the entry's action (`revoked_at` → "revoke")
     # instead of "update".
     verbs: tuple[tuple[str, str], ...] = ()
+    # A field that is a part of the model with entries of its own (a vote's `reply_body` →
+    # "reply"): a change of it is `<part>.create|update|delete` as it is set, changed or
+    # cleared, its target still the model.
+    parts: tuple[tuple[str, str], ...] = ()
 
 
 # What no entry shows: every row's own id and timestamps.

@@ -26,6 +26,7 @@ from ..platform.extensions import db
 from ..platform.types import IdMixin, UTCDateTime, string_enum
 from .base import NAME_LENGTH, PHONE_LENGTH, ROW_COLUMNS, Audit, TimestampMixin, foreign_id
 from .listing import UPSERTS, Employer, new_revision, upsert
+from .user import User
 
 
 class VoteType(enum.StrEnum):
@@ -52,6 +53,7 @@ class Vote(IdMixin, TimestampMixin, db.Model):
             "your_name",
             "your_email",
             "your_phone",
+            "reply_body",
         ),
         personal=frozenset({"your_name", "your_email", "your_phone"}),
         unaudited=(
@@ -64,9 +66,15 @@ class Vote(IdMixin, TimestampMixin, db.Model):
             "duplicate_of_id",
             "receipt_token_hash",
             "receipt_expires_at",
+            "notice_token_hash",
+            # The reply's author is the entry's actor.
+            "reply_author_id",
+            "reply_created_at",
+            "reply_updated_at",
         ),
         type="vote",
         located=True,
+        parts=(("reply_body", "reply"),),
     )
     __table_args__ = (
         Index("ix_votes_location_created", "location_id", "created_at", "id"),
@@ -107,12 +115,27 @@ class Vote(IdMixin, TimestampMixin, db.Model):
     )
     receipt_token_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
     receipt_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The withdraw link mailed with the first reply (API.md 15): a token of its own, so the
+    # receipt's stays valid; both expire at receipt_expires_at.
+    notice_token_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
+
+    # The location's public reply (API.md 15): one per vote, written by its staff.
+    reply_body: Mapped[str | None] = mapped_column(Text)
+    reply_author_id: Mapped[uuid.UUID | None] = foreign_id("users", ondelete="SET NULL", index=True)
+    reply_created_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    reply_updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     employer: Mapped[Employer | None] = relationship()
+    reply_author: Mapped[User | None] = relationship()
 
     @property
     def redacted(self) -> bool:
         return self.redacted_at is not None
+
+    @property
+    def reply(self) -> "Vote | None":
+        """The reply's fields are the vote's own `reply_*` (ReplyOut reads them)."""
+        return self if self.reply_created_at is not None else None
 
     @validates("your_email")
     def _keep_email_hash(self, _key: str, email: str | None) -> str | None:

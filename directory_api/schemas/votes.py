@@ -61,6 +61,34 @@ class VoteUpdate(all_optional(VoteIn, "VoteChanges"), VoteTarget):
     """Moderation: `id` names the vote; every other field is optional."""
 
 
+# A reply (API.md 15), read from the vote's own `reply_*` columns (Vote.reply).
+REPLY_LENGTH = 2000
+
+
+class ReplyIn(BaseSchema):
+    body = Text(required=True, max_length=REPLY_LENGTH, multiline=True)
+
+
+class ReplyAuthor(PlannedDump):
+    id = fields.UUID()
+    email = fields.String()
+
+
+class PublicReplyOut(PlannedDump):
+    """A reply as everyone sees it: who wrote it is the staff's to know."""
+
+    body = fields.String(attribute="reply_body")
+    created_at = Timestamp(data_key="createdAt", attribute="reply_created_at")
+    updated_at = Timestamp(data_key="updatedAt", attribute="reply_updated_at")
+
+
+class ReplyOut(PublicReplyOut):
+    """A reply as the location's staff see it, with who wrote its text last (null once
+    that account is deleted)."""
+
+    author = fields.Nested(ReplyAuthor, attribute="reply_author", allow_none=True)
+
+
 class VoteOut(Resource):
     """A vote as those with access to the location see it."""
 
@@ -83,6 +111,16 @@ class VoteOut(Resource):
     confirmed = fields.Boolean()
     confirmed_at = Timestamp(data_key="confirmedAt", allow_none=True)
     duplicate_of = fields.UUID(data_key="duplicateOf", attribute="duplicate_of_id", allow_none=True)
+    reply = fields.Nested(ReplyOut, allow_none=True)
+
+
+class VoteCsvOut(VoteOut):
+    """A vote as a row of the CSV export: the reply's text as a column of its own."""
+
+    reply_body = fields.String(data_key="replyBody", allow_none=True)
+
+    class Meta:
+        exclude = ("reply",)
 
 
 # What anyone without access to the location sees of a vote, and nothing else: no way to
@@ -101,18 +139,21 @@ PUBLIC_VOTE_FIELDS = (
     "your_position",
     "created_at",
     "updated_at",
+    "reply",
 )
 
 
 class PublicVoteOut(VoteOut):
     """A vote as everyone else sees it (PUBLIC_VOTE_FIELDS)."""
 
+    reply = fields.Nested(PublicReplyOut, allow_none=True)
+
     class Meta:
         exclude = all_but(VoteOut, PUBLIC_VOTE_FIELDS)
 
 
-# The filters only staff may use: the public sees neither confirmations nor duplicates.
-STAFF_FILTERS = ("confirmed", "duplicate")
+# The filters only staff may use (API.md 8, 15): what they select is moderation.
+STAFF_FILTERS = ("confirmed", "duplicate", "replied")
 
 
 class VoteListArgs(ListArgs):
@@ -120,6 +161,7 @@ class VoteListArgs(ListArgs):
     active = QueryBool()
     confirmed = QueryBool(metadata={"description": "Staff only."})
     duplicate = QueryBool(metadata={"description": "Staff only: flagged as a duplicate."})
+    replied = QueryBool(metadata={"description": "Staff only: answered by a reply."})
 
 
 class VoteSummaryEmployer(Schema):
@@ -136,6 +178,9 @@ class VoteSummaryOut(Schema):
     unconfirmed = fields.Integer(required=True)
     duplicates = fields.Integer(required=True)
     active = fields.Integer(required=True)
+    unanswered = fields.Integer(
+        required=True, metadata={"description": "Active votes without a reply."}
+    )
     employers = fields.List(fields.Nested(VoteSummaryEmployer), required=True)
 
 
