@@ -39,7 +39,7 @@ from .platform.crypto import email_hash, reencrypt
 from .platform.email_addresses import normalize_email
 from .platform.extensions import db
 from .platform.output import schema_instance, timestamp_text
-from .schemas.votes import VoteOut
+from .schemas.votes import SubjectVoteOut
 from .vote_integrity import recount_votes
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ def export(email: str) -> dict[str, Any]:
     votes = db.session.scalars(_votes_of(email).order_by(Vote.created_at, Vote.id)).all()
     return {
         "email": email,
-        "votes": schema_instance(VoteOut, many=True).dump(votes),
+        "votes": schema_instance(SubjectVoteOut, many=True).dump(votes),
         "messages": [
             {
                 "id": str(message.id),

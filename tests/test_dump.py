@@ -89,6 +89,7 @@ def objects(app):
             "VoteOut": [vote, plain_vote],
             "PublicVoteOut": [vote, plain_vote],
             "VoteCsvOut": [vote, plain_vote],
+            "SubjectVoteOut": [vote, plain_vote],
         }
         db.session.rollback()
 

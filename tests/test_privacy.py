@@ -341,12 +341,27 @@ def ann_votes(app):
 
 def test_privacy_export_prints_every_vote_and_message_held_for_an_address(app):
     redacted, typed_otherwise, _ = ann_votes(app)
+    staff = make_user("desk-staff@example.com")
+    db.session.execute(
+        sqlalchemy.update(Vote)
+        .where(Vote.id == typed_otherwise.id)
+        .values(
+            reply_body="Thank you.",
+            reply_author_id=staff.id,
+            reply_created_at=utcnow(),
+            reply_updated_at=utcnow(),
+        )
+    )
+    db.session.commit()
     result = app.test_cli_runner().invoke(args=["privacy", "export", "Ann@example.com"])
     assert result.exit_code == 0, result.output
     exported = json.loads(result.output)
     assert exported["email"] == "ann@example.com"
     assert {vote["id"] for vote in exported["votes"]} == {str(redacted.id), str(typed_otherwise.id)}
     assert {vote["redacted"] for vote in exported["votes"]} == {True, False}
+    replies = [vote["reply"] for vote in exported["votes"] if vote["reply"]]
+    assert [reply["body"] for reply in replies] == ["Thank you."]
+    assert "author" not in replies[0]  # the staff member's address is not Ann's data
     [message] = exported["messages"]
     assert message["replyTo"] == "ann@example.com"
     assert message["recipients"] == ["desk@harbour.example"]

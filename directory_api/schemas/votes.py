@@ -152,6 +152,13 @@ class PublicVoteOut(VoteOut):
         exclude = all_but(VoteOut, PUBLIC_VOTE_FIELDS)
 
 
+class SubjectVoteOut(VoteOut):
+    """A vote in its submitter's data export (API.md 9): everything held of them, and a
+    reply without its author (a staff member's address is not the voter's data)."""
+
+    reply = fields.Nested(PublicReplyOut, allow_none=True)
+
+
 # The filters only staff may use (API.md 8, 15): what they select is moderation.
 STAFF_FILTERS = ("confirmed", "duplicate", "replied")
 
