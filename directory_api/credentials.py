@@ -42,7 +42,7 @@ from .models import (
 from .platform.bearer import new_token as new_api_token
 from .platform.bearer import shown_part, token_hash
 from .platform.email_addresses import normalize_email
-from .platform.errors import abort
+from .platform.errors import abort, invalid
 from .platform.extensions import db
 from .platform.outbox import queue_mail
 from .platform.sessions import SIGNED_IN_KEY, TOUCHED_KEY
@@ -384,11 +384,7 @@ def locations_for_token(user: User, slugs: list[str] | None) -> list[Location] |
         )
         found = {slug: location for slug, location in found.items() if location.id in held}
     if refused := sorted(set(slugs) - set(found)):
-        abort(
-            422,
-            "The request body has invalid fields.",
-            errors={"locations": [f"No location you have access to: {', '.join(refused)}."]},
-        )
+        invalid("locations", f"No location you have access to: {', '.join(refused)}.")
     return [found[slug] for slug in dict.fromkeys(slugs)]
 
 

@@ -35,6 +35,7 @@ from ..schemas.tokens import (
     TokenRevokeIn,
 )
 from .lookups import get_or_404
+from .me import signed_in_user
 
 # No token reaches these, whatever its scopes (`tokens=False`): a stolen one can neither
 # make more of itself nor hide from the supers who would revoke it.
@@ -83,7 +84,7 @@ def own_token(token_id: uuid.UUID) -> ApiToken:
 )
 def create_token(data):
     """Create a token for scripts: its secret is in this answer only, never again."""
-    user = current_user._get_current_object()
+    user = signed_in_user()
     if not verify_password(user.password_hash, data["password"]):
         abort(403, "Wrong password.")
     token = create_api_token(user, data, TOKEN_PREFIX)
