@@ -132,13 +132,12 @@ def register_extensions(app: Flask) -> None:
 
 def register_listeners() -> None:
     """What keeps derived data in step within the change's own transaction: listing counts
-    and revisions, vote revisions, search columns, employers' vote counts, the audit log;
+    and revisions, search columns, votes' counts and revisions, the audit log;
     and reads refusing to write. Once per process, however many apps it builds."""
     for module in (
         reads,
         models.listing,
         listing_pages,
-        models.vote,
         audit,
         search,
         vote_integrity,

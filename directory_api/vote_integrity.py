@@ -1,5 +1,5 @@
 """Vote integrity (API.md 8): receipts that confirm or withdraw an employer vote, duplicates,
-and the per-employer counts the public results read.
+and the stored counts the public results and the moderation summary read.
 
 - A receipt carries one token per vote (kept as its SHA-256, valid 30 days) for both links,
   confirm and withdraw. The first reply to a confirmed vote mails its submitter a withdraw
@@ -11,23 +11,27 @@ and the per-employer counts the public results read.
 - A vote whose address already voted for the same employer at the location (or, with no
   employer linked, for the same case-folded business name) points at the earliest such vote
   (`duplicate_of_id`). Deleting a vote (withdrawal, staff) hands that role to the next one.
-- `Listing.vote_count` holds an employer's active, non-duplicate votes. Every change to a
-  vote through the ORM keeps it (mapper events below); `recount_votes` restores it after
-  bulk statements (erasure) or by hand (`flask votes recount`).
+- Counts are stored, not counted per request: an employer's active, non-duplicate votes
+  (`Listing.vote_count`, the results) and its active and pending ones, and per location
+  the summary's figures (`VoteRevision`). Every flush that changes votes through the ORM
+  keeps them (`keep_counts`, in its transaction); `recount_votes` restores them after
+  bulk statements (erasure, a bulk load) or by hand (`flask listings recount`).
 """
 
 import hmac
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import Connection, bindparam, func, inspect, select, update
+from sqlalchemy import bindparam, func, inspect, select, update
+from sqlalchemy.orm import Session
 
 from .credentials import new_token, presented_hash
-from .models import Listing, Location, Vote, VoteType, utcnow
+from .models import Listing, Location, Vote, VoteRevision, VoteType, utcnow
+from .models.vote import TALLIES, turn_vote_revisions
 from .platform.errors import abort
 from .platform.extensions import db
 from .platform.outbox import forget_messages_about, queue_mail
@@ -200,84 +204,148 @@ def delete_vote(vote: Vote) -> None:
 
 # Stored counts ----------------------------------------------------------------------------
 
-COUNTED_FIELDS = ("type", "active", "employer_id", "duplicate_of_id")
-
-
-def counted_employer(values: dict[str, Any]) -> uuid.UUID | None:
-    """The employer a vote with these values counts for in the results, if any."""
-    if (
-        values["type"] == VoteType.EMPLOYER
-        and values["active"]
-        and values["duplicate_of_id"] is None
-    ):
-        return values["employer_id"]
-    return None
+# What each vote adds to the counts its location (VoteRevision) and its employer (Listing)
+# keep: each count's rule as the rows say it (for recounts) and as a flush sees a vote's
+# values (to keep it), side by side so they stay one rule.
+LOCATION_COUNTS: dict[str, tuple[Any, Callable[[dict[str, Any]], bool]]] = {
+    "pending": (Vote.active.is_(False), lambda v: not v["active"]),
+    "active": (Vote.active.is_(True), lambda v: v["active"]),
+    "unconfirmed": (Vote.confirmed.is_(False), lambda v: not v["confirmed"]),
+    "duplicates": (Vote.duplicate_of_id.is_not(None), lambda v: v["duplicate_of_id"] is not None),
+    "unanswered": (
+        Vote.active.is_(True) & Vote.reply_body.is_(None),
+        lambda v: v["active"] and v["reply_body"] is None,
+    ),
+    "suspect": (Vote.suspect.is_(True), lambda v: v["suspect"]),
+}
+EMPLOYER_COUNTS: dict[str, tuple[Any, Callable[[dict[str, Any]], bool]]] = {
+    # The public results: active, non-duplicate employer votes.
+    "vote_count": (
+        (Vote.type == VoteType.EMPLOYER) & Vote.active.is_(True) & Vote.duplicate_of_id.is_(None),
+        lambda v: v["type"] == VoteType.EMPLOYER and v["active"] and v["duplicate_of_id"] is None,
+    ),
+    "active_votes": LOCATION_COUNTS["active"],
+    "pending_votes": LOCATION_COUNTS["pending"],
+}
+assert set(LOCATION_COUNTS) == set(TALLIES)
+COUNTED_FIELDS = (
+    "location_id",
+    "type",
+    "active",
+    "confirmed",
+    "employer_id",
+    "duplicate_of_id",
+    "reply_body",
+    "suspect",
+)
 
 
 def _values(vote: Vote, *, before: bool) -> dict[str, Any]:
+    """The counted fields of `vote` as this flush wrote them, or as they were before it."""
     state = inspect(vote)
     values = {}
     for name in COUNTED_FIELDS:
         history = state.attrs[name].history
-        # The columns keep their old value when changed (active_history), so `deleted` has it.
+        # The counted columns keep their old value when changed (active_history), so
+        # `deleted` has it (the location and the type never change).
         values[name] = history.deleted[0] if before and history.deleted else getattr(vote, name)
     return values
 
 
-def _apply(connection: Connection, changes: Counter) -> None:
-    listings = Listing.__table__
-    for employer_id, delta in changes.items():
-        if employer_id is not None and delta:
-            connection.execute(
-                update(listings)
-                .where(listings.c.id == employer_id)
-                # A count is not an edit of the employer: its updatedAt stays.
-                .values(vote_count=listings.c.vote_count + delta, updated_at=listings.c.updated_at)
-            )
+def _add(totals: dict[Any, Counter], key: Any, counts: dict, values: dict, sign: int) -> None:
+    counter = totals.setdefault(key, Counter())
+    for name, (_, counts_it) in counts.items():
+        counter[name] += sign if counts_it(values) else 0
 
 
-def _count_inserted(_mapper: Any, connection: Connection, vote: Vote) -> None:
-    _apply(connection, Counter({counted_employer(_values(vote, before=False)): 1}))
+def keep_counts(session: Session, _context: object) -> None:
+    """After a flush that added, changed or deleted votes: their locations' revisions turn
+    and their counts (and their employers') change by what the flush did, in the flush's
+    transaction, in two statements whatever the number of votes."""
+    locations: dict[Any, Counter] = {}
+    employers: dict[Any, Counter] = {}
+    for rows, before, after in (
+        (session.new, False, True),
+        (session.dirty, True, True),
+        (session.deleted, True, False),
+    ):
+        for vote in rows:
+            if not isinstance(vote, Vote):
+                continue
+            locations.setdefault(vote.location_id, Counter())
+            for sign, counted in ((1, after), (-1, before)):
+                if counted:
+                    values = _values(vote, before=sign < 0)
+                    _add(locations, values["location_id"], LOCATION_COUNTS, values, sign)
+                    if values["employer_id"] is not None:
+                        _add(employers, values["employer_id"], EMPLOYER_COUNTS, values, sign)
+    if not locations:
+        return
+    connection = session.connection()
+    changes = {key: {name: counter[name] for name in TALLIES} for key, counter in locations.items()}
+    turn_vote_revisions(connection, locations, changes)
+    changed = [
+        {"employer": key, **{f"add_{name}": counter[name] for name in EMPLOYER_COUNTS}}
+        for key, counter in sorted(employers.items())  # in one order: no deadlocks
+        if any(counter.values())
+    ]
+    if changed:
+        connection.execute(ADD_TO_EMPLOYER, changed)
 
 
-def _count_updated(_mapper: Any, connection: Connection, vote: Vote) -> None:
-    changes = Counter({counted_employer(_values(vote, before=False)): 1})
-    changes.subtract({counted_employer(_values(vote, before=True)): 1})
-    _apply(connection, changes)
-
-
-def _count_deleted(_mapper: Any, connection: Connection, vote: Vote) -> None:
-    changes: Counter = Counter()
-    changes.subtract({counted_employer(_values(vote, before=True)): 1})
-    _apply(connection, changes)
-
-
-# Registered by create_app (events.py): the employers' stored counts, in the change's flush.
-LISTENERS = (
-    (Vote, "after_insert", _count_inserted, {}),
-    (Vote, "after_update", _count_updated, {}),
-    (Vote, "after_delete", _count_deleted, {}),
+_listings = Listing.__table__
+# Built once, its values bound: an employer's counts change by what a flush did.
+ADD_TO_EMPLOYER = (
+    update(_listings)
+    .where(_listings.c.id == bindparam("employer"))
+    # A count is not an edit of the employer: its updatedAt stays.
+    .values(
+        updated_at=_listings.c.updated_at,
+        **{name: _listings.c[name] + bindparam(f"add_{name}") for name in EMPLOYER_COUNTS},
+    )
 )
 
+# Registered by create_app (events.py): the counts and revisions, in the change's flush.
+LISTENERS = ((Session, "after_flush", keep_counts, {}),)
 
-def recount_votes(employer_ids: Iterable[uuid.UUID] | None = None) -> None:
-    """Set `vote_count` from the votes (of these employers, or of all): after bulk deletes."""
-    counted = (
-        select(func.count())
-        .select_from(Vote)
-        .where(
-            Vote.employer_id == Listing.id,
-            Vote.type == VoteType.EMPLOYER,
-            Vote.active.is_(True),
-            Vote.duplicate_of_id.is_(None),
-        )
-        .scalar_subquery()
-    )
-    stmt = (
+
+def _counted(criteria: Any, of: Any) -> Any:
+    return select(func.count()).select_from(Vote).where(of, criteria).scalar_subquery()
+
+
+def recount_votes(
+    employer_ids: Iterable[uuid.UUID] | None = None,
+    location_ids: Iterable[uuid.UUID] | None = None,
+) -> None:
+    """Set the stored counts from the votes, of these employers and locations (or all):
+    after bulk statements that pass by the ORM (erasure, a bulk load) or by hand."""
+    employers = (
         update(Listing)
         .where(Listing.kind == "employer")
-        .values(vote_count=counted, updated_at=Listing.updated_at)
+        .values(
+            updated_at=Listing.updated_at,
+            **{
+                name: _counted(criteria, Vote.employer_id == Listing.id)
+                for name, (criteria, _) in EMPLOYER_COUNTS.items()
+            },
+        )
     )
     if employer_ids is not None:
-        stmt = stmt.where(Listing.id.in_(list(employer_ids)))
-    db.session.execute(stmt.execution_options(synchronize_session=False))
+        employers = employers.where(Listing.id.in_(list(employer_ids)))
+    db.session.execute(employers.execution_options(synchronize_session=False))
+
+    with_votes = select(Vote.location_id).where(Vote.location_id.is_not(None)).distinct()
+    summaries = update(VoteRevision).values(
+        {
+            name: _counted(criteria, Vote.location_id == VoteRevision.location_id)
+            for name, (criteria, _) in LOCATION_COUNTS.items()
+        }
+    )
+    if location_ids is not None:
+        location_ids = list(location_ids)
+        with_votes = with_votes.where(Vote.location_id.in_(location_ids))
+        summaries = summaries.where(VoteRevision.location_id.in_(location_ids))
+    # Every location with votes has its row (a bulk load may have passed by it); the
+    # revision turns, as the rows changed behind the ORM's back.
+    turn_vote_revisions(db.session.connection(), with_votes)
+    db.session.execute(summaries.execution_options(synchronize_session=False))

@@ -334,7 +334,7 @@ def test_votes_entered_by_staff_are_confirmed_and_get_no_receipt(client, staff):
 
 def seed_votes(harbour) -> None:
     """works: 2 active (1 confirmed, answered) + 1 pending duplicate; mill: 1 pending; 1
-    without one."""
+    without one, held as suspect."""
     works, mill = (
         db.session.scalar(select(Employer).where(Employer.slug == slug))
         for slug in ("works", "mill")
@@ -352,7 +352,7 @@ def seed_votes(harbour) -> None:
     make_vote(harbour, employer_id=works.id, active=True, your_email="b@x.org")
     make_vote(harbour, employer_id=works.id, duplicate_of_id=a.id, your_email="a@x.org")
     make_vote(harbour, employer_id=mill.id, your_email="c@x.org")
-    make_vote(harbour, business_name="Nobody's", your_email="d@x.org")
+    make_vote(harbour, business_name="Nobody's", your_email="d@x.org", suspect=True)
 
 
 def test_summary_counts_the_queue(client, staff, harbour):
@@ -365,6 +365,7 @@ def test_summary_counts_the_queue(client, staff, harbour):
         "duplicates": 1,
         "active": 2,
         "unanswered": 1,
+        "suspect": 1,
         "employers": [
             {"employer": "works", "name": "Harbour Works", "active": 2, "pending": 1},
             {"employer": "mill", "name": "Old Mill", "active": 0, "pending": 1},
@@ -379,6 +380,7 @@ def test_summary_of_a_location_without_votes(staff):
         "duplicates": 0,
         "active": 0,
         "unanswered": 0,
+        "suspect": 0,
         "employers": [],
     }
 
@@ -392,6 +394,37 @@ def test_summary_costs_the_same_queries_whatever_the_votes(app, staff, harbour):
             assert staff.get(VOTES + "summary").status_code == 200
         counts.append(len([executed for executed in run if "votes" in executed.sql]))
     assert counts[0] == counts[1] <= 2
+
+
+def test_the_stored_counts_follow_every_change_as_a_recount_finds_them(app, client, staff):
+    first = submit(client, employer="works")
+    duplicate = submit(client, employer="works")
+    other = submit(client, employer="mill", yourEmail="other@example.org")
+    client.post("/votes/confirm/" + receipt_token("other@example.org"))
+    for change in (
+        {"id": first, "active": True},
+        {"id": other, "employer": "works", "active": True},
+        {"id": duplicate, "active": True},
+    ):
+        assert staff.put(VOTES, json=change).status_code == 200
+    assert staff.put(VOTES + f"id/{first}/reply", json={"body": "Thanks."}).status_code == 201
+    assert staff.put(VOTES + f"id/{other}/reply", json={"body": "Thank you."}).status_code == 201
+    assert staff.delete(VOTES + f"id/{other}/reply").status_code == 204
+    assert staff.delete(VOTES, json={"id": first}).status_code == 204  # its duplicate counts
+    kept = staff.get(VOTES + "summary").get_json()
+    assert kept == {
+        "pending": 0,
+        "active": 2,
+        "unconfirmed": 1,
+        "duplicates": 0,
+        "unanswered": 2,
+        "suspect": 0,
+        "employers": [{"employer": "works", "name": "Harbour Works", "active": 2, "pending": 0}],
+    }
+    assert results(client)["items"] == [{"employer": "works", "name": "Harbour Works", "votes": 2}]
+    result = app.test_cli_runner().invoke(args=["listings", "recount"])
+    assert result.exit_code == 0, result.output
+    assert staff.get(VOTES + "summary").get_json() == kept
 
 
 # --- results ---------------------------------------------------------------------------------

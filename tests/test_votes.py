@@ -59,6 +59,7 @@ FULL_KEYS = PUBLIC_KEYS | {
     "confirmed",
     "confirmedAt",
     "duplicateOf",
+    "suspect",
 }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from flask import Blueprint, current_app
 from flask_login import current_user
-from sqlalchemy import Select, bindparam, func, select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import joinedload
 
 from .. import vote_integrity as integrity
@@ -33,6 +33,7 @@ from ..models import (
     utcnow,
 )
 from ..models.api_token import Scope
+from ..models.vote import NO_CHANGE, TALLIES
 from ..platform.csv_export import columns, csv_response
 from ..platform.errors import abort, invalid
 from ..platform.extensions import db
@@ -213,6 +214,8 @@ def filter_votes(stmt: Select, args: dict[str, Any], location: Location, access:
     if access and "duplicate" in args:
         flagged = Vote.duplicate_of_id.is_not(None)
         stmt = stmt.where(flagged if args["duplicate"] else ~flagged)
+    if access and "suspect" in args:
+        stmt = stmt.where(Vote.suspect.is_(args["suspect"]))
     if access and "replied" in args:
         replied = Vote.reply_body.is_not(None)
         stmt = stmt.where(replied if args["replied"] else ~replied)
@@ -383,33 +386,35 @@ def delete_reply(location: Location, vote_id: uuid.UUID):
 @bp.get("/summary")
 @endpoint(response=VoteSummaryOut, access=Access.ACCESS, scope=Scope.VOTES_READ)
 def vote_summary(location: Location):
-    """The moderation queue at a glance: counts, and per employer (two queries)."""
-    pending = func.count().filter(Vote.active.is_(False))
-    active = func.count().filter(Vote.active.is_(True))
-    figures = db.session.execute(
-        select(
-            pending.label("pending"),
-            func.count().filter(Vote.confirmed.is_(False)).label("unconfirmed"),
-            func.count().filter(Vote.duplicate_of_id.is_not(None)).label("duplicates"),
-            active.label("active"),
-            func.count()
-            .filter(Vote.active.is_(True), Vote.reply_body.is_(None))
-            .label("unanswered"),
-        ).where(Vote.location_id == location.id)
-    ).one()
-    employers = db.session.execute(
-        select(
-            Employer.slug,
-            Employer.name,
-            active.label("active"),
-            pending.label("pending"),
-        )
-        .join(Vote, Vote.employer_id == Employer.id)
-        .where(Vote.location_id == location.id)
-        .group_by(Employer.id, Employer.slug, Employer.name)
-        .order_by(Employer.name, Employer.slug)
-    ).all()
-    return {**figures._mapping, "employers": [row._mapping for row in employers]}
+    """The moderation queue at a glance: stored counts, whatever the number of votes."""
+    values = {"location_id": location.id}
+    figures = db.session.execute(SUMMARY, values).one_or_none()
+    employers = db.session.execute(SUMMARY_EMPLOYERS, values).all()
+    return {
+        **(figures._mapping if figures else NO_CHANGE),
+        "employers": [row._mapping for row in employers],
+    }
+
+
+# Built once, the location bound: its counts (vote_integrity.py keeps them), and those of
+# its employers with at least one vote.
+SUMMARY = select(*(VoteRevision.__table__.c[name] for name in TALLIES)).where(
+    VoteRevision.location_id == bindparam("location_id")
+)
+SUMMARY_EMPLOYERS = (
+    select(
+        _listings.c.slug,
+        _listings.c.name,
+        _listings.c.active_votes.label("active"),
+        _listings.c.pending_votes.label("pending"),
+    )
+    .where(
+        _listings.c.location_id == bindparam("location_id"),
+        _listings.c.kind == Employer.__mapper__.polymorphic_identity,
+        (_listings.c.active_votes + _listings.c.pending_votes) > 0,
+    )
+    .order_by(_listings.c.name, _listings.c.slug)
+)
 
 
 @bp.get("/results")

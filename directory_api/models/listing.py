@@ -53,6 +53,8 @@ class Listing(IdMixin, ContactMixin, TimestampMixin, db.Model):
             "search_name",
             "search_text",
             "vote_count",
+            "active_votes",
+            "pending_votes",
         ),
         located=True,
     )
@@ -88,6 +90,10 @@ class Listing(IdMixin, ContactMixin, TimestampMixin, db.Model):
     # Employers: their active, non-duplicate votes, kept by vote_integrity.py on every
     # change, so the public results page reads counts instead of counting votes.
     vote_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # And every vote linked to it, active or pending, duplicates included: the summary's
+    # per-employer figures (API.md 8).
+    active_votes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    pending_votes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     location: Mapped[Location] = relationship()
     subcategory: Mapped[Category | None] = relationship()

@@ -12,13 +12,14 @@ from sqlalchemy import (
     Boolean,
     Connection,
     Index,
+    Integer,
     Select,
     String,
     Text,
     false,
     literal,
 )
-from sqlalchemy.orm import Mapped, Session, mapped_column, relationship, validates
+from sqlalchemy.orm import Mapped, mapped_column, relationship, validates
 
 from ..platform.crypto import email_hash
 from ..platform.email_addresses import EMAIL_LENGTH
@@ -54,6 +55,7 @@ class Vote(IdMixin, TimestampMixin, db.Model):
             "your_email",
             "your_phone",
             "reply_body",
+            "suspect",
         ),
         personal=frozenset({"your_name", "your_email", "your_phone"}),
         unaudited=(
@@ -108,7 +110,10 @@ class Vote(IdMixin, TimestampMixin, db.Model):
     # receipt mailed to its submitter; one token (kept as its SHA-256) confirms or
     # withdraws it for 30 days. A later vote from the same address for the same employer
     # points at the earliest.
-    confirmed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # What the summary counts keeps its old value when changed, as the results' fields do.
+    confirmed: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=false(), active_history=True
+    )
     confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     duplicate_of_id: Mapped[uuid.UUID | None] = foreign_id(
         "votes", ondelete="SET NULL", index=True, active_history=True
@@ -120,10 +125,15 @@ class Vote(IdMixin, TimestampMixin, db.Model):
     notice_token_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
 
     # The location's public reply (API.md 15): one per vote, written by its staff.
-    reply_body: Mapped[str | None] = mapped_column(Text)
+    reply_body: Mapped[str | None] = mapped_column(Text, active_history=True)
     reply_author_id: Mapped[uuid.UUID | None] = foreign_id("users", ondelete="SET NULL", index=True)
     reply_created_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     reply_updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    # Held as possibly automated (API.md 17): staff see it, filter on it, and clear it.
+    suspect: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=false(), active_history=True
+    )
 
     employer: Mapped[Employer | None] = relationship()
     reply_author: Mapped[User | None] = relationship()
@@ -146,21 +156,41 @@ class Vote(IdMixin, TimestampMixin, db.Model):
 
 
 class VoteRevision(db.Model):
-    """The revision of a location's votes: a new random number whenever one of them is
-    added, changed or deleted, in the change's own transaction, so the votes export's ETag
-    is known before a row is read (caching.py). Changes that bypass the ORM (retention,
-    erasure) turn it with `turn_vote_revisions`."""
+    """A location's votes at a glance, kept in the transaction of every change to them: a
+    revision (a new random number whenever one is added, changed or deleted, so the votes
+    export's ETag is known before a row is read: caching.py) and the summary's counts
+    (API.md 8, 15, 17), so the summary reads one row whatever the number of votes.
+
+    vote_integrity.py keeps both from the ORM's flushes; changes that bypass the ORM
+    turn the revision with `turn_vote_revisions` and, when they change what is counted
+    (erasure), recount (`vote_integrity.recount_votes`)."""
 
     __tablename__ = "vote_revisions"
 
     location_id: Mapped[uuid.UUID] = foreign_id("locations", ondelete="CASCADE", primary_key=True)
     revision: Mapped[int] = mapped_column(BigInteger)
+    pending: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    active: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    unconfirmed: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    duplicates: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    unanswered: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    suspect: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+# The counts a location's row keeps, by name (vote_integrity.py says what each counts).
+TALLIES = ("pending", "active", "unconfirmed", "duplicates", "unanswered", "suspect")
 
 
 def _turned(statement: Any) -> Any:
-    """`statement` (an insert into vote_revisions) as an upsert that turns the revision."""
+    """`statement` (an insert into vote_revisions) as an upsert that turns the revision and
+    adds the inserted counts to the stored ones (a location's first row starts from them)."""
+    table, excluded = VoteRevision.__table__, statement.excluded
     return statement.on_conflict_do_update(
-        index_elements=["location_id"], set_={"revision": statement.excluded.revision}
+        index_elements=["location_id"],
+        set_={
+            "revision": excluded.revision,
+            **{name: table.c[name] + excluded[name] for name in TALLIES},
+        },
     )
 
 
@@ -171,27 +201,29 @@ def _turn_by_id(dialect: str) -> Any:
     return _turned(UPSERTS[dialect](VoteRevision.__table__))
 
 
-def turn_vote_revisions(connection: Connection, locations: Select | Iterable[uuid.UUID]) -> None:
-    """A new revision for the votes of these locations: ids, or a statement selecting
-    them (distinct, and with a WHERE clause: SQLite's upsert from a SELECT needs one)."""
+NO_CHANGE: dict[str, int] = dict.fromkeys(TALLIES, 0)
+
+
+def turn_vote_revisions(
+    connection: Connection,
+    locations: Select | Iterable[uuid.UUID],
+    changes: dict[uuid.UUID, dict[str, int]] | None = None,
+) -> None:
+    """A new revision for the votes of these locations: ids (with what each one's counts
+    change by, in `changes`; nothing by default), or a statement selecting them (distinct,
+    and with a WHERE clause: SQLite's upsert from a SELECT needs one)."""
     if isinstance(locations, Select):
         statement = upsert(connection, VoteRevision.__table__).from_select(
-            ["location_id", "revision"], locations.add_columns(literal(new_revision()))
+            ["location_id", "revision", *TALLIES],
+            locations.add_columns(literal(new_revision()), *(literal(0) for _ in TALLIES)),
         )
         connection.execute(_turned(statement))
         return
     ids = sorted(set(locations))  # in one order, so two transactions never deadlock
     if ids:
-        rows = [{"location_id": id_, "revision": new_revision()} for id_ in ids]
+        changes = changes or {}
+        rows = [
+            {"location_id": id_, "revision": new_revision(), **changes.get(id_, NO_CHANGE)}
+            for id_ in ids
+        ]
         connection.execute(_turn_by_id(connection.dialect.name), rows)
-
-
-def turn_revisions_of_votes(session: Session, _context: object) -> None:
-    """After a flush that added, changed or deleted votes, turn their locations' revisions."""
-    changed = (*session.new, *session.dirty, *session.deleted)
-    locations = {item.location_id for item in changed if isinstance(item, Vote)}
-    turn_vote_revisions(session.connection(), locations)
-
-
-# Registered by create_app (events.py).
-LISTENERS = ((Session, "after_flush", turn_revisions_of_votes, {}),)

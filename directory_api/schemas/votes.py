@@ -111,6 +111,8 @@ class VoteOut(Resource):
     confirmed = fields.Boolean()
     confirmed_at = Timestamp(data_key="confirmedAt", allow_none=True)
     duplicate_of = fields.UUID(data_key="duplicateOf", attribute="duplicate_of_id", allow_none=True)
+    # Held as possibly automated (API.md 17): staff only.
+    suspect = fields.Boolean()
     reply = fields.Nested(ReplyOut, allow_none=True)
 
 
@@ -160,7 +162,7 @@ class SubjectVoteOut(VoteOut):
 
 
 # The filters only staff may use (API.md 8, 15): what they select is moderation.
-STAFF_FILTERS = ("confirmed", "duplicate", "replied")
+STAFF_FILTERS = ("confirmed", "duplicate", "replied", "suspect")
 
 
 class VoteListArgs(ListArgs):
@@ -169,6 +171,7 @@ class VoteListArgs(ListArgs):
     confirmed = QueryBool(metadata={"description": "Staff only."})
     duplicate = QueryBool(metadata={"description": "Staff only: flagged as a duplicate."})
     replied = QueryBool(metadata={"description": "Staff only: answered by a reply."})
+    suspect = QueryBool(metadata={"description": "Staff only: held as possibly automated."})
 
 
 class VoteSummaryEmployer(Schema):
@@ -187,6 +190,9 @@ class VoteSummaryOut(Schema):
     active = fields.Integer(required=True)
     unanswered = fields.Integer(
         required=True, metadata={"description": "Active votes without a reply."}
+    )
+    suspect = fields.Integer(
+        required=True, metadata={"description": "Votes held as possibly automated."}
     )
     employers = fields.List(fields.Nested(VoteSummaryEmployer), required=True)
 
