@@ -367,6 +367,55 @@ def export_memory(database_url: str) -> dict[str, tuple[int, float]]:
     return peaks
 
 
+def bulk_moderation(database_url: str, requests: int = 20) -> dict[str, float]:
+    """Wall time of a bulk action on 500 votes by ids (API.md 15), in-process: the 500
+    votes are deactivated and activated again in turn (each request changes all 500, with
+    their audit entries and stored counts), and the summary at 100k votes is read after
+    each. p50 and max in ms; the votes end as they started (active)."""
+    from sqlalchemy import select
+
+    from directory_api import create_app
+    from directory_api.models import Location, Vote
+    from directory_api.platform.extensions import db
+
+    app = create_app(
+        "development", SQLALCHEMY_DATABASE_URI=database_url, SESSION_FILE_DIR=str(OUT / "sessions")
+    )
+    with app.app_context():
+        location = db.session.scalar(select(Location.id).where(Location.slug == "bench-100k"))
+        ids = db.session.scalars(
+            select(Vote.id).where(Vote.location_id == location).order_by(Vote.id).limit(500)
+        ).all()
+        db.session.rollback()
+    client = app.test_client()
+    signed = client.post("/auth/login", json={"email": "bench@example.org", "password": PASSWORD})
+    assert signed.status_code == 200, signed.get_json()
+    times: list[float] = []
+    summaries: list[float] = []
+    for number in range(requests):
+        action = "deactivate" if number % 2 == 0 else "activate"
+        body = {"ids": [str(vote_id) for vote_id in ids], "action": action}
+        started = time.perf_counter()
+        response = client.post("/locations/bench-100k/votes/bulk", json=body)
+        times.append((time.perf_counter() - started) * 1000)
+        assert response.get_json()["changed"] == 500, response.get_json()
+        started = time.perf_counter()
+        assert client.get("/locations/bench-100k/votes/summary").status_code == 200
+        summaries.append((time.perf_counter() - started) * 1000)
+    result = {
+        "bulk_500_p50_ms": median(times),
+        "bulk_500_max_ms": max(times),
+        "summary_100k_p50_ms": median(summaries),
+    }
+    print(
+        f"  bulk action on 500 votes: p50 {result['bulk_500_p50_ms']:.0f} ms "
+        f"(max {result['bulk_500_max_ms']:.0f}); summary at 100k votes p50 "
+        f"{result['summary_100k_p50_ms']:.1f} ms",
+        flush=True,
+    )
+    return result
+
+
 def production_env(database_url: str, kind: str) -> dict[str, str]:
     """The service's production settings on `kind` (SQLite with its per-host state allowed;
     PostgreSQL with Redis), rate limits on; scenarios override what they need."""
@@ -540,6 +589,7 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
     url = seeded(kind, reseed)
     queries = queries_per_list(url)
     exports = export_memory(url)
+    moderation = bulk_moderation(url)
     env = limits_on(url, kind)
     service_port, bare_port = free_port(), free_port()
     service = start_gunicorn("wsgi:app", env, service_port, f"gunicorn-{kind}.log")
@@ -601,6 +651,7 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
         },
         "queries": queries,
         "exports": exports,
+        "moderation": moderation,
     }
 
 
@@ -699,6 +750,16 @@ def ratio_rows(kind: str, results: dict) -> list[str]:
         f"| CSV export peak memory, {large_rows} ÷ {small_rows} rows | {large_peak:.1f} MiB ÷ "
         f"{small_peak:.1f} MiB = {large_peak / small_peak:.2f} | flat | "
         f"{'met' if large_peak <= 1.5 * small_peak else '**not met**'} |"
+    )
+    moderation = results["moderation"]
+    rows.append(
+        "| bulk action on 500 votes by ids (in-process, deactivate and activate in turn), "
+        f"p50 | {moderation['bulk_500_p50_ms']:.0f} ms (max "
+        f"{moderation['bulk_500_max_ms']:.0f} ms) | (no target) | |"
+    )
+    rows.append(
+        "| moderation summary at 100k votes (in-process), p50 | "
+        f"{moderation['summary_100k_p50_ms']:.1f} ms | (instructions: bench/INSTRUCTIONS.md) | |"
     )
     return rows
 

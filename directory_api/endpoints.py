@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import update_wrapper, wraps
 from typing import Any
 
+import orjson
 from flask import Flask, Response, current_app, g, jsonify, request
 from marshmallow import Schema
 
@@ -45,7 +46,7 @@ from .platform.bodies import (
 )
 from .platform.caching import answer_if_known
 from .platform.idempotency import idempotent as honour_idempotency_key
-from .platform.output import dumped, schema_instance
+from .platform.output import Written, dumped, schema_instance
 from .platform.pagination import Page, page_answer
 from .platform.reads import read_in_transaction
 
@@ -140,7 +141,9 @@ def answer(declaration: Endpoint, result: Any) -> Any:
     if isinstance(result, Page):
         assert isinstance(schema, type)
         return page_answer(result, dumped(result.items, schema_instance(schema, many=True)))
-    if isinstance(schema, type):
+    if isinstance(result, Written):
+        result = orjson.Fragment(result.text)
+    elif isinstance(schema, type):
         result = schema_instance(schema).dump(result)
     response = jsonify(result)
     response.status_code = status

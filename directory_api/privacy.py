@@ -229,9 +229,6 @@ def erase(email: str) -> dict[str, int]:
         db.session.scalars(select(Vote.employer_id).where(Vote.duplicate_of_id.in_(vote_ids)))
     )
     message_ids = [message.id for message in _messages_of(email)]
-    # Past the ORM: their locations' votes turn a revision here (duplicates released by the
-    # deletes are votes of the same locations).
-    turn_vote_revisions(db.session.connection(), {vote.location_id for vote in votes})
     for model, ids in ((Vote, vote_ids), (OutboxMessage, message_ids)):
         for start in range(0, len(ids), BATCH):
             db.session.execute(
@@ -239,8 +236,13 @@ def erase(email: str) -> dict[str, int]:
                 .where(model.id.in_(ids[start : start + BATCH]))
                 .execution_options(synchronize_session=False)
             )
-    # Bulk deletes pass by the stored results counts: count those employers' votes again.
-    recount_votes({employer_id for employer_id in employers if employer_id is not None})
+    # Bulk deletes pass by the stored counts (and revisions; duplicates released by the
+    # deletes are votes of the same locations): count those employers' and locations' votes
+    # again.
+    recount_votes(
+        {employer_id for employer_id in employers if employer_id is not None},
+        {vote.location_id for vote in votes},
+    )
     db.session.commit()
     log.info("privacy erase: %d votes, %d messages", len(vote_ids), len(message_ids))
     return {"votes": len(vote_ids), "messages": len(message_ids)}

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 
 from .credentials import new_token, presented_hash
 from .models import Listing, Location, Vote, VoteRevision, VoteType, utcnow
+from .models.listing import new_revision
 from .models.vote import TALLIES, turn_vote_revisions
 from .platform.errors import abort
 from .platform.extensions import db
@@ -100,13 +101,27 @@ def about(vote: Vote) -> str:
     return f"vote:{vote.id}"
 
 
-def locked(criteria: Any) -> Vote | None:
-    """The vote matching `criteria`, locked until the transaction ends and read afresh, so
-    two requests changing one vote (two moderators, a withdrawal racing a deletion) take
-    turns and each sees what the other did: the stored counts follow exactly."""
-    return db.session.scalar(
-        select(Vote).where(criteria).with_for_update().execution_options(populate_existing=True)
+def locked(criteria: Any, limit: int | None = 1) -> list[Vote]:
+    """The votes matching `criteria` (up to `limit`), locked until the transaction ends and
+    read afresh, so two requests changing one vote (two moderators, a withdrawal racing a
+    deletion) take turns and each sees what the other did: the stored counts follow
+    exactly. Locked in the order of their ids, so two requests locking many never wait on
+    each other in a circle."""
+    return list(
+        db.session.scalars(
+            select(Vote)
+            .where(criteria)
+            .order_by(Vote.id)
+            .limit(limit)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
     )
+
+
+def locked_vote(criteria: Any) -> Vote | None:
+    """The vote matching `criteria`, locked (as `locked`)."""
+    return next(iter(locked(criteria)), None)
 
 
 def vote_by_receipt(token: str) -> Vote:
@@ -116,7 +131,7 @@ def vote_by_receipt(token: str) -> Vote:
     vote = None
     if token_hash is not None:
         named = (Vote.receipt_token_hash == token_hash) | (Vote.notice_token_hash == token_hash)
-        vote = locked(named & (Vote.receipt_expires_at > utcnow()))
+        vote = locked_vote(named & (Vote.receipt_expires_at > utcnow()))
     if vote is None or not any(
         hmac.compare_digest(stored or "", token_hash or "")
         for stored in (vote.receipt_token_hash, vote.notice_token_hash)
@@ -184,22 +199,30 @@ def mark_duplicate(vote: Vote) -> None:
         vote.duplicate_of_id = earliest_same_vote(vote)
 
 
-def delete_vote(vote: Vote) -> None:
-    """Delete `vote` (and its personal data); its duplicates point at the earliest of them,
-    which stops being one."""
-    followers = list(
-        db.session.scalars(
-            select(Vote).where(Vote.duplicate_of_id == vote.id).order_by(Vote.created_at, Vote.id)
-        )
-    )
+def delete_votes(votes: list[Vote]) -> None:
+    """Delete `votes` (and their personal data); the duplicates of each that stay point at
+    the earliest of them, which stops being one."""
+    if not votes:
+        return
+    gone = [vote.id for vote in votes]
+    followers = db.session.scalars(
+        select(Vote)
+        .where(Vote.duplicate_of_id.in_(gone), Vote.id.not_in(gone))
+        .order_by(Vote.duplicate_of_id, Vote.created_at, Vote.id)
+    ).all()
+    earliest: dict[uuid.UUID, Vote] = {}
+    for follower in followers:
+        first = earliest.setdefault(follower.duplicate_of_id, follower)
+        follower.duplicate_of_id = None if first is follower else first.id
     if followers:
-        first, *rest = followers
-        first.duplicate_of_id = None
-        for other in rest:
-            other.duplicate_of_id = first.id
         db.session.flush()
-    forget_messages_about(about(vote))  # its receipt holds the voter's address
-    db.session.delete(vote)
+    forget_messages_about(*(about(vote) for vote in votes))  # receipts hold addresses
+    for vote in votes:
+        db.session.delete(vote)
+
+
+def delete_vote(vote: Vote) -> None:
+    delete_votes([vote])
 
 
 # Stored counts ----------------------------------------------------------------------------
@@ -242,13 +265,15 @@ COUNTED_FIELDS = (
 
 def _values(vote: Vote, *, before: bool) -> dict[str, Any]:
     """The counted fields of `vote` as this flush wrote them, or as they were before it."""
+    if not before:
+        return {name: getattr(vote, name) for name in COUNTED_FIELDS}
     state = inspect(vote)
     values = {}
     for name in COUNTED_FIELDS:
         history = state.attrs[name].history
         # The counted columns keep their old value when changed (active_history), so
         # `deleted` has it (the location and the type never change).
-        values[name] = history.deleted[0] if before and history.deleted else getattr(vote, name)
+        values[name] = history.deleted[0] if history.deleted else getattr(vote, name)
     return values
 
 
@@ -334,18 +359,20 @@ def recount_votes(
         employers = employers.where(Listing.id.in_(list(employer_ids)))
     db.session.execute(employers.execution_options(synchronize_session=False))
 
-    with_votes = select(Vote.location_id).where(Vote.location_id.is_not(None)).distinct()
+    # Every location with votes gets its row (a bulk load may have passed by it), and the
+    # recounted rows a new revision: their votes changed behind the ORM's back.
     summaries = update(VoteRevision).values(
-        {
+        revision=new_revision(),
+        **{
             name: _counted(criteria, Vote.location_id == VoteRevision.location_id)
             for name, (criteria, _) in LOCATION_COUNTS.items()
-        }
+        },
     )
-    if location_ids is not None:
-        location_ids = list(location_ids)
-        with_votes = with_votes.where(Vote.location_id.in_(location_ids))
+    if location_ids is None:
+        with_votes = select(Vote.location_id).where(Vote.location_id.is_not(None)).distinct()
+        turn_vote_revisions(db.session.connection(), with_votes)
+    else:
+        location_ids = set(location_ids)
+        turn_vote_revisions(db.session.connection(), location_ids)
         summaries = summaries.where(VoteRevision.location_id.in_(location_ids))
-    # Every location with votes has its row (a bulk load may have passed by it); the
-    # revision turns, as the rows changed behind the ORM's back.
-    turn_vote_revisions(db.session.connection(), with_votes)
     db.session.execute(summaries.execution_options(synchronize_session=False))

@@ -349,6 +349,10 @@ DEPENDS_ON_STATE = re.compile(
     # One of two fields (`id` or `slug`): said in the schema's description, not as `anyOf`,
     # which generated clients cannot type.
     r"|^Give the id or the current slug of the target\.$"
+    # Bulk moderation: one of `ids` or `filter`, `employer` with setEmployer alone (said in
+    # the descriptions), and a filter's match count (the rows).
+    r"|^Give either ids or filter\.$|^setEmployer needs the employer|^Only setEmployer takes"
+    r"|^Matches more than [0-9,]+ votes"
     # A date the pattern allows and the calendar does not (February 30th).
     r"|^There is no such day\.$"
 )

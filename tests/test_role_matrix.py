@@ -338,6 +338,12 @@ TABLE: Rows = {
     ("/locations/<slug:slug>/votes/", "DELETE"): Case(
         "/locations/harbour/votes/", only(204, ACCESS), {"id": "{hidden}"}, ("votes",)
     ),
+    ("/locations/<slug:slug>/votes/bulk", "POST"): Case(
+        "/locations/harbour/votes/bulk",
+        only(200, ACCESS),
+        {"ids": ["{hidden}"], "action": "activate"},
+        ("votes",),
+    ),
     ("/locations/<slug:slug>/votes/id/<uuid:vote_id>/reply", "PUT"): Case(
         "/locations/harbour/votes/id/{hidden}/reply",
         only(201, ACCESS),

@@ -373,6 +373,17 @@ def test_summary_counts_the_queue(client, staff, harbour):
     }
 
 
+def test_summary_lists_employers_in_the_order_of_their_list_by_name(client, staff, harbour):
+    for slug, name in (("works-b", "Harbour Works"), ("works-a", "Harbour Works"), ("z", "A")):
+        employer = make_listing("employer", harbour, slug, name=name)
+        make_vote(harbour, employer_id=employer.id, your_email=f"{slug}@x.org")
+    listed = staff.get(VOTES + "summary").get_json()["employers"]
+    by_name = client.get("/locations/harbour/employers/?sort=name").get_json()["items"]
+    with_votes = [item["slug"] for item in by_name if item["slug"] in {"works-a", "works-b", "z"}]
+    assert [row["employer"] for row in listed] == with_votes
+    assert with_votes[0] == "z"
+
+
 def test_summary_of_a_location_without_votes(staff):
     assert staff.get(VOTES + "summary").get_json() == {
         "pending": 0,

@@ -7,11 +7,12 @@ Who may write or delete one is the role matrix's; here is what a reply does.
 import csv
 import io
 import uuid
+from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
-from directory_api.models import Vote
+from directory_api.models import Vote, utcnow
 from directory_api.platform.extensions import db
 
 from .conftest import assert_problem, link_in, queued_mail
@@ -269,3 +270,34 @@ def test_no_notice_to_an_unconfirmed_or_redacted_voter(clients, world):
     response = clients["admin"].put(reply_path(str(redacted.id)), json={"body": THANKS})
     assert response.status_code == 201
     assert notices() == []
+
+
+def test_a_redacted_vote_keeps_its_reply_and_an_erased_one_takes_it_along(app, clients, votes):
+    """API.md 9 treats the reply as part of the vote: retention redacts the voter's details
+    and keeps the reply; erasure deletes the vote, and its reply with it."""
+    owner = clients["owner"]
+    assert owner.put(reply_path(votes["shown"]), json={"body": THANKS}).status_code == 201
+    db.session.execute(
+        update(Vote)
+        .where(Vote.id == uuid.UUID(votes["shown"]))
+        .values(created_at=utcnow() - timedelta(days=400))
+    )
+    db.session.commit()
+    result = app.test_cli_runner().invoke(args=["retention", "run"])
+    assert result.exit_code == 0, result.output
+    redacted = owner.get(VOTES + f"id/{votes['shown']}").get_json()
+    assert redacted["redacted"] is True and redacted["yourEmail"] is None
+    assert redacted["reply"]["body"] == THANKS
+    public = clients["anonymous"].get(VOTES + f"id/{votes['shown']}").get_json()
+    assert public["reply"]["body"] == THANKS
+    assert owner.get(VOTES + "summary").get_json()["unanswered"] == 0
+
+    result = app.test_cli_runner().invoke(
+        args=["privacy", "erase", "val.voter@example.org", "--yes"]
+    )
+    assert result.exit_code == 0, result.output
+    assert owner.get(VOTES + f"id/{votes['shown']}").status_code == 404
+    assert db.session.scalar(select(Vote.id).where(Vote.reply_body.is_not(None))) is None
+    # The counts follow the erasure (it passes by the ORM): nothing is left at harbour.
+    figures = owner.get(VOTES + "summary").get_json()
+    assert (figures["active"], figures["pending"], figures["unconfirmed"]) == (0, 0, 0)

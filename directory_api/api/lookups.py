@@ -38,11 +38,16 @@ def by_slug_or_422(model: Any, slug: str, field: str, *scope: Any, where: str = 
     return named_or_422(found, model, slug, field, where=where)
 
 
-def named_or_422(found: Any, model: Any, slug: str, field: str, *, where: str = "") -> Any:
+def named_or_422(
+    found: Any, model: Any, slug: str, field: str, *, where: str = "", within: str = ""
+) -> Any:
     """`found`, the row a body field names by slug (looked up by the caller, e.g. with a
-    statement built once); 422 on that field when there is none."""
+    statement built once); 422 on that field (of the object `within`) when there is none."""
     if found is None:
-        invalid(field, f"No {model.__name__.lower()} {slug!r}{where}.")
+        message = f"No {model.__name__.lower()} {slug!r}{where}."
+        if within:
+            invalid(within, {field: [message]})
+        invalid(field, message)
     return found
 
 

@@ -11,11 +11,12 @@ from typing import Any
 
 from flask import Blueprint, current_app
 from flask_login import current_user
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Row, Select, bindparam, func, literal_column, select, tuple_
 from sqlalchemy.orm import joinedload
 
+from .. import moderation
 from .. import vote_integrity as integrity
-from ..access import has_location_access
+from ..access import has_location_access, located
 from ..endpoints import Access, Answer, endpoint
 from ..models import (
     Employer,
@@ -33,30 +34,34 @@ from ..models import (
     utcnow,
 )
 from ..models.api_token import Scope
-from ..models.vote import NO_CHANGE, TALLIES
+from ..models.vote import TALLIES
 from ..platform.csv_export import columns, csv_response
 from ..platform.errors import abort, invalid
 from ..platform.extensions import db
 from ..platform.limits import exports_per_ip, token_endpoints, votes_per_ip
 from ..platform.outbox import queue_mail
-from ..platform.output import schema_instance
+from ..platform.output import Written, schema_instance
 from ..platform.page_queries import encoded_by_id, every_row, paginate
 from ..platform.pagination import ListArgs
-from ..platform.sql import json_of, json_text
+from ..platform.sql import json_list, json_of, json_text
 from ..privacy import quotes_submitter
 from ..schemas.common import ReceivedOut, StatusOut
 from ..schemas.votes import (
+    STAFF_FILTERS,
     BtobSubmission,
     BtocSubmission,
     EmployerSubmission,
     PublicVoteOut,
     ReplyIn,
     ReplyOut,
+    VoteBulkIn,
+    VoteBulkOut,
     VoteCsvOut,
     VoteIn,
     VoteListArgs,
     VoteOut,
     VoteResultOut,
+    VoteSummaryEmployer,
     VoteSummaryOut,
     VoteTarget,
     VoteUpdate,
@@ -109,10 +114,13 @@ EMPLOYERS_BY_NAME = _of_location.where(Employer.search_name == bindparam("folded
 )
 
 
-def employer_by_slug(location: Location, slug: str) -> Employer:
-    """The location's employer a body names by slug; 422 on `employer` when there is none."""
+def employer_by_slug(location: Location, slug: str, within: str = "") -> Employer:
+    """The location's employer a body names by slug; 422 on `employer` (of the object
+    `within`) when there is none."""
     employer = db.session.scalar(EMPLOYER_BY_SLUG, {"location_id": location.id, "slug": slug})
-    return named_or_422(employer, Employer, slug, "employer", where=" at this location")
+    return named_or_422(
+        employer, Employer, slug, "employer", where=" at this location", within=within
+    )
 
 
 def employer_named(location: Location, name: str) -> Employer | None:
@@ -202,24 +210,13 @@ def mail_vote(location: Location, kind: VoteType, data: dict[str, Any]) -> dict[
 
 
 def filter_votes(stmt: Select, args: dict[str, Any], location: Location, access: bool) -> Select:
-    """The list's filters; those on moderation (`confirmed`, `duplicate`) only for staff,
+    """The list's filters; those on moderation (`confirmed`, `duplicate` …) only for staff,
     as the public sees neither (for them they change nothing)."""
-    if "employer" in args:
-        employer = id_by_slug(Employer, args["employer"], Employer.location_id == location.id)
-        stmt = stmt.where(Vote.employer_id == employer)
-    if "active" in args:
-        stmt = stmt.where(Vote.active.is_(args["active"]))
-    if access and "confirmed" in args:
-        stmt = stmt.where(Vote.confirmed.is_(args["confirmed"]))
-    if access and "duplicate" in args:
-        flagged = Vote.duplicate_of_id.is_not(None)
-        stmt = stmt.where(flagged if args["duplicate"] else ~flagged)
-    if access and "suspect" in args:
-        stmt = stmt.where(Vote.suspect.is_(args["suspect"]))
-    if access and "replied" in args:
-        replied = Vote.reply_body.is_not(None)
-        stmt = stmt.where(replied if args["replied"] else ~replied)
-    return stmt
+    selection = {name: value for name, value in args.items() if access or name not in STAFF_FILTERS}
+    if "employer" in selection:
+        scope = Employer.location_id == location.id
+        selection["employer_id"] = id_by_slug(Employer, selection["employer"], scope)
+    return stmt.where(*moderation.vote_criteria(selection))
 
 
 @bp.get("/")
@@ -290,7 +287,7 @@ def resolve_employer(location: Location, data: dict[str, Any]) -> None:
 
 def vote_of(location: Location, vote_id: uuid.UUID) -> Vote:
     """The vote to moderate, locked for this change (see `vote_integrity.locked`)."""
-    vote = integrity.locked((Vote.location_id == location.id) & (Vote.id == vote_id))
+    vote = integrity.locked_vote((Vote.location_id == location.id) & (Vote.id == vote_id))
     if vote is None:
         abort(404, "No such vote.")
     return vote
@@ -341,6 +338,27 @@ def delete_vote(target, location: Location):
     db.session.commit()
 
 
+@bp.post("/bulk")
+@endpoint(
+    VoteBulkIn,
+    VoteBulkOut,
+    access=Access.ACCESS,
+    scope=Scope.VOTES_MODERATE,
+    idempotent=True,
+    conflicts=True,
+    not_found=True,
+)
+def bulk_moderate(data, location: Location):
+    """Activate, deactivate, delete, link to an employer or clear as suspect many votes at
+    once, named by ids or selected by a filter: all or nothing (`dryRun`: counts only)."""
+    selection = data.get("filter")
+    if selection and "employer" in selection:
+        selection["employer_id"] = employer_by_slug(location, selection["employer"], "filter").id
+    employer = data.get("employer") and employer_by_slug(location, data["employer"])
+    votes = moderation.selected_votes(location, data.get("ids"), selection)
+    return moderation.moderate(votes, data["action"], employer, dry_run=data["dry_run"])
+
+
 @bp.put("/id/<uuid:vote_id>/reply")
 @endpoint(
     ReplyIn,
@@ -383,38 +401,67 @@ def delete_reply(location: Location, vote_id: uuid.UUID):
     db.session.commit()
 
 
-@bp.get("/summary")
-@endpoint(response=VoteSummaryOut, access=Access.ACCESS, scope=Scope.VOTES_READ)
-def vote_summary(location: Location):
-    """The moderation queue at a glance: stored counts, whatever the number of votes."""
-    values = {"location_id": location.id}
-    figures = db.session.execute(SUMMARY, values).one_or_none()
-    employers = db.session.execute(SUMMARY_EMPLOYERS, values).all()
-    return {
-        **(figures._mapping if figures else NO_CHANGE),
-        "employers": [row._mapping for row in employers],
-    }
-
-
-# Built once, the location bound: its counts (vote_integrity.py keeps them), and those of
-# its employers with at least one vote.
-SUMMARY = select(*(VoteRevision.__table__.c[name] for name in TALLIES)).where(
-    VoteRevision.location_id == bindparam("location_id")
-)
-SUMMARY_EMPLOYERS = (
+# The summary: the location's counts (vote_integrity.py keeps them; none before its first
+# vote) and those of its employers with at least one vote, by name (then id, as the
+# employers sorted by name), written as the answer by the database in the statement that
+# finds the path's location (sql.json_of). Built once, the slug bound.
+_locations, _summaries = Location.__table__, VoteRevision.__table__
+_employer_counts = (
     select(
-        _listings.c.slug,
+        json_of(
+            schema_instance(VoteSummaryEmployer),
+            {
+                "slug": _listings.c.slug,
+                "name": _listings.c.name,
+                "active": _listings.c.active_votes,
+                "pending": _listings.c.pending_votes,
+            },
+        ).label("counts"),
         _listings.c.name,
-        _listings.c.active_votes.label("active"),
-        _listings.c.pending_votes.label("pending"),
+        _listings.c.id,
     )
     .where(
-        _listings.c.location_id == bindparam("location_id"),
+        _listings.c.location_id == _locations.c.id,
         _listings.c.kind == Employer.__mapper__.polymorphic_identity,
         (_listings.c.active_votes + _listings.c.pending_votes) > 0,
     )
-    .order_by(_listings.c.name, _listings.c.slug)
+    .order_by(_listings.c.name, _listings.c.id)  # the index's order: no sort
+    .correlate(_locations)
+    .subquery()
 )
+EMPLOYER_COUNTS = select(
+    json_list(_employer_counts.c.counts, tuple_(_employer_counts.c.name, _employer_counts.c.id))
+).scalar_subquery()
+SUMMARY = json_of(
+    schema_instance(VoteSummaryOut),
+    {
+        **{name: func.coalesce(_summaries.c[name], 0) for name in TALLIES},
+        "employers": func.coalesce(EMPLOYER_COUNTS, literal_column("'[]'")),
+    },
+)
+LOCATION_WITH_SUMMARY = (
+    select(_locations.c.id, _locations.c.slug, json_text(SUMMARY).label("summary"))
+    .select_from(_locations.outerjoin(_summaries, _summaries.c.location_id == _locations.c.id))
+    .where(_locations.c.slug == bindparam("slug"))
+)
+
+
+def locate_with_summary(slug: str) -> Row:
+    """The path's location as the summary uses it (a row with its `id` and `slug`), and
+    its summary as the answer's JSON text, in one statement."""
+    return located(db.session.execute(LOCATION_WITH_SUMMARY, {"slug": slug}).first(), slug)
+
+
+@bp.get("/summary")
+@endpoint(
+    response=VoteSummaryOut,
+    access=Access.ACCESS,
+    scope=Scope.VOTES_READ,
+    locate=locate_with_summary,
+)
+def vote_summary(location: Row):  # locate_with_summary: its id, slug and summary
+    """The moderation queue at a glance: stored counts, whatever the number of votes."""
+    return Written(location.summary)
 
 
 @bp.get("/results")

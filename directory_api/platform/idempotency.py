@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 from flask import Response, make_response, request
+from flask_login import current_user
 from sqlalchemy import JSON, Index, Integer, String, UniqueConstraint, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
@@ -52,7 +53,8 @@ class IdempotencyRecord(IdMixin, db.Model):
         Index("ix_idempotency_keys_created_at", "created_at"),  # the purge of expired keys
     )
 
-    # Method and path (`POST /locations/harbour/votes/submit/employer`): a key belongs to one.
+    # Method and path (`POST /locations/harbour/votes/submit/employer`), and the caller's
+    # account when signed in: a key belongs to one.
     scope: Mapped[str] = mapped_column(String(SCOPE_LENGTH))
     key_hash: Mapped[str] = mapped_column(String(SHA256_HEX))  # SHA-256 of the key
     # SHA-256 of key, method, path and canonical body: tells "the same request" apart.
@@ -104,10 +106,13 @@ def request_key() -> str | None:
 
 
 def request_scope() -> str:
-    """Method and path, one per endpoint and target (a trailing slash makes no difference)."""
-    scope = f"{request.method} {request.path.rstrip('/') or '/'}"
+    """Method and path, one per endpoint and target (a trailing slash makes no difference),
+    and for a signed-in caller their account: two moderators who chose one key each get
+    their own answer (as keys are per account at Stripe)."""
+    caller = f" as {current_user.get_id()}" if current_user.is_authenticated else ""
+    scope = f"{request.method} {request.path.rstrip('/') or '/'}{caller}"
     if len(scope) > SCOPE_LENGTH:
-        return f"{request.method} sha256:{sha256(request.path)}"
+        return f"{request.method} sha256:{sha256(request.path + caller)}"
     return scope
 
 

@@ -104,9 +104,10 @@ def queue_mail(
     return message
 
 
-def forget_messages_about(about: str) -> None:
-    """Delete every message `about` names, sent or not (what it was about is gone)."""
-    db.session.execute(delete(OutboxMessage).where(OutboxMessage.about == about))
+def forget_messages_about(*about: str) -> None:
+    """Delete every message these names are `about`, sent or not (what it was about is
+    gone)."""
+    db.session.execute(delete(OutboxMessage).where(OutboxMessage.about.in_(about)))
 
 
 def backoff(attempts: int) -> timedelta:

@@ -16,7 +16,7 @@ tests/test_dump.py holds it to that for every output schema.
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from marshmallow import Schema, fields, missing
@@ -134,6 +134,13 @@ def schema_instance(schema: type[Schema], many: bool = False) -> Schema:
 class Encoded(list):
     """A page's rows whose first column is each item's output already, as JSON text
     written by the database (`sql.json_of`): answered as it is, without a dump."""
+
+
+class Written(NamedTuple):
+    """One object's output as JSON text written by the database (`sql.json_of`): answered
+    as it is, without a dump."""
+
+    text: str
 
 
 def dumped(items: Sequence[Any], schema: Schema, *, encode: bool = True) -> list[Any]:

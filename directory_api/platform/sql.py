@@ -47,11 +47,14 @@ class json_object(FunctionElement):  # lower case: a SQL function
 
 
 # SQLite before 3.44 has no ORDER BY inside an aggregate: it aggregates the rows in the
-# order its subquery gives them (an aggregate's ordered subquery is never flattened).
-@spelled("json_agg({0} ORDER BY {1})", "json_group_array(json({0}))")
+# order its subquery gives them (an aggregate's ordered subquery is never flattened). It
+# joins the items' JSON texts as they are: json_group_array(json(…)) would parse each one
+# again (twice the database's work for a summary of 200 employers).
+@spelled("json_agg({0} ORDER BY {1})", "'[' || group_concat({0}, ',') || ']'")
 class json_list(FunctionElement):
-    """The JSON array of its first argument over the rows, ordered by its second (NULL or
-    `[]` when there are none). Aggregate the rows of a subquery ordered the same way."""
+    """The JSON array of its first argument (a JSON object) over the rows, ordered by its
+    second (NULL when there are none). Aggregate the rows of a subquery ordered the same
+    way."""
 
     type = JSON()
     inherit_cache = True

@@ -2,13 +2,13 @@
 
 from typing import Any
 
-from marshmallow import Schema, fields, post_load
+from marshmallow import ValidationError, fields, post_load, validate, validates_schema
 
 from ..models import VoteType
 from ..platform.output import PlannedDump, Timestamp
 from ..platform.pagination import ListArgs
 from .base import BaseSchema, Resource, all_but, all_optional
-from .fields import Bool, Email, LongText, Phone, QueryBool, Slug, SlugOf, Text
+from .fields import Bool, Email, Instant, LongText, Phone, QueryBool, Slug, SlugOf, Text
 
 
 class VoteSubmission(BaseSchema):
@@ -174,14 +174,14 @@ class VoteListArgs(ListArgs):
     suspect = QueryBool(metadata={"description": "Staff only: held as possibly automated."})
 
 
-class VoteSummaryEmployer(Schema):
+class VoteSummaryEmployer(PlannedDump):
     employer = fields.String(required=True, attribute="slug")
     name = fields.String(required=True)
     active = fields.Integer(required=True)
     pending = fields.Integer(required=True)
 
 
-class VoteSummaryOut(Schema):
+class VoteSummaryOut(PlannedDump):
     """The moderation queue at a glance (API.md 8)."""
 
     pending = fields.Integer(required=True, metadata={"description": "Inactive votes."})
@@ -203,3 +203,60 @@ class VoteResultOut(PlannedDump):
     employer = fields.String(required=True, attribute="slug")
     name = fields.String(required=True)
     votes = fields.Integer(required=True, attribute="vote_count")
+
+
+# Bulk moderation (API.md 15): what a request may select and do.
+BULK_IDS = 500
+BULK_ACTIONS = ("activate", "deactivate", "delete", "setEmployer", "clearSuspect")
+
+
+class VoteBulkFilter(BaseSchema):
+    """Votes of the location selected by what they are; every field given must hold."""
+
+    active = Bool()
+    confirmed = Bool()
+    duplicate = Bool(metadata={"description": "Flagged as a duplicate."})
+    suspect = Bool(metadata={"description": "Held as possibly automated."})
+    employer = Slug(metadata={"description": "Linked to this employer of the location."})
+    submitted_before = Instant(
+        data_key="submittedBefore", metadata={"description": "Submitted before this moment."}
+    )
+
+
+class VoteBulkIn(BaseSchema):
+    """One action on many votes of a location: named by `ids`, or selected by `filter`
+    (exactly one of the two). `employer` goes with `setEmployer`, and only with it."""
+
+    ids = fields.List(
+        fields.UUID(),
+        validate=validate.Length(min=1, max=BULK_IDS),
+        metadata={"description": f"1 to {BULK_IDS} votes of the location."},
+    )
+    filter = fields.Nested(VoteBulkFilter)
+    action = fields.String(required=True, validate=validate.OneOf(BULK_ACTIONS))
+    employer = Slug(
+        allow_none=True,
+        metadata={"description": "With setEmployer: the employer to link (null: none)."},
+    )
+    dry_run = Bool(
+        data_key="dryRun",
+        load_default=False,
+        metadata={"description": "Count what would change, and change nothing."},
+    )
+
+    @validates_schema
+    def one_selection(self, data: dict[str, Any], **_: Any) -> None:
+        if ("ids" in data) == ("filter" in data):
+            raise ValidationError("Give either ids or filter.", "ids")
+        if data["action"] == "setEmployer" and "employer" not in data:
+            raise ValidationError("setEmployer needs the employer (null: none).", "employer")
+        if data["action"] != "setEmployer" and "employer" in data:
+            raise ValidationError("Only setEmployer takes an employer.", "employer")
+
+
+class VoteBulkOut(PlannedDump):
+    matched = fields.Integer(required=True, metadata={"description": "Votes selected."})
+    changed = fields.Integer(
+        required=True, metadata={"description": "Votes the action changed (or would change)."}
+    )
+    dry_run = fields.Boolean(required=True, data_key="dryRun")
