@@ -384,7 +384,10 @@ def bulk_moderation(database_url: str, requests: int = 20) -> dict[str, float]:
     with app.app_context():
         location = db.session.scalar(select(Location.id).where(Location.slug == "bench-100k"))
         ids = db.session.scalars(
-            select(Vote.id).where(Vote.location_id == location).order_by(Vote.id).limit(500)
+            select(Vote.id)
+            .where(Vote.location_id == location, Vote.active.is_(True))
+            .order_by(Vote.id)
+            .limit(500)
         ).all()
         db.session.rollback()
     client = app.test_client()

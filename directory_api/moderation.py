@@ -80,18 +80,22 @@ def vote_criteria(selection: Mapping[str, Any]) -> list[ColumnElement[bool]]:
 FLAGS = ("active", "confirmed", "suspect")
 
 
-def selected_votes(location: Location, ids: list[uuid.UUID] | None, selection: Any) -> list[Vote]:
-    """The votes a request names, locked; 404 naming ids that are not the location's
-    votes, 422 when a filter matches more than BULK_CAP."""
+def selected_votes(
+    location: Location, ids: list[uuid.UUID] | None, selection: Any, *, lock: bool = True
+) -> list[Vote]:
+    """The votes a request names, locked (unless `lock` is false: a dry run); 404 naming
+    ids that are not the location's votes, 422 when a filter matches more than BULK_CAP."""
     if ids is not None:
         wanted = list(dict.fromkeys(ids))
-        votes = locked((Vote.location_id == location.id) & Vote.id.in_(wanted), limit=None)
+        of_location = (Vote.location_id == location.id) & Vote.id.in_(wanted)
+        votes = locked(of_location, limit=None, lock=lock)
         missing = set(wanted) - {vote.id for vote in votes}
         if missing:
             named = sorted(str(vote_id) for vote_id in missing)
             abort(404, f"No such vote at this location: {', '.join(named)}.", ids=named)
         return votes
-    votes = locked(and_(Vote.location_id == location.id, *vote_criteria(selection)), BULK_CAP + 1)
+    matching = and_(Vote.location_id == location.id, *vote_criteria(selection))
+    votes = locked(matching, BULK_CAP + 1, lock=lock)
     if len(votes) > BULK_CAP:
         invalid("filter", f"Matches more than {BULK_CAP:,} votes: narrow it.")
     return votes

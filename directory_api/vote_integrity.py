@@ -101,22 +101,17 @@ def about(vote: Vote) -> str:
     return f"vote:{vote.id}"
 
 
-def locked(criteria: Any, limit: int | None = 1) -> list[Vote]:
+def locked(criteria: Any, limit: int | None = 1, *, lock: bool = True) -> list[Vote]:
     """The votes matching `criteria` (up to `limit`), locked until the transaction ends and
     read afresh, so two requests changing one vote (two moderators, a withdrawal racing a
     deletion) take turns and each sees what the other did: the stored counts follow
-    exactly. Locked in the order of their ids, so two requests locking many never wait on
-    each other in a circle."""
-    return list(
-        db.session.scalars(
-            select(Vote)
-            .where(criteria)
-            .order_by(Vote.id)
-            .limit(limit)
-            .with_for_update()
-            .execution_options(populate_existing=True)
-        )
-    )
+    exactly. Locked in one order (creation, then id: along the location's index), so two
+    requests locking many wait for each other in turn, not in a circle. Without `lock` (a
+    dry run) they are only read afresh."""
+    stmt = select(Vote).where(criteria).order_by(Vote.created_at, Vote.id).limit(limit)
+    if lock:
+        stmt = stmt.with_for_update()
+    return list(db.session.scalars(stmt.execution_options(populate_existing=True)))
 
 
 def locked_vote(criteria: Any) -> Vote | None:
@@ -205,11 +200,9 @@ def delete_votes(votes: list[Vote]) -> None:
     if not votes:
         return
     gone = [vote.id for vote in votes]
-    followers = db.session.scalars(
-        select(Vote)
-        .where(Vote.duplicate_of_id.in_(gone), Vote.id.not_in(gone))
-        .order_by(Vote.duplicate_of_id, Vote.created_at, Vote.id)
-    ).all()
+    # Locked and read afresh like the votes (another moderator may be changing one), in
+    # their order of creation: the first of each group is its earliest.
+    followers = locked(Vote.duplicate_of_id.in_(gone) & Vote.id.not_in(gone), limit=None)
     earliest: dict[uuid.UUID, Vote] = {}
     for follower in followers:
         first = earliest.setdefault(follower.duplicate_of_id, follower)
@@ -343,10 +336,50 @@ def recount_votes(
     location_ids: Iterable[uuid.UUID] | None = None,
 ) -> None:
     """Set the stored counts from the votes, of these employers and locations (or all):
-    after bulk statements that pass by the ORM (erasure, a bulk load) or by hand."""
-    employers = (
+    after bulk statements that pass by the ORM (erasure, a bulk load) or by hand.
+
+    The rows are locked first, in the order a flush changes them (locations, then
+    employers; each table by id), and counted in a statement after that: a transaction
+    changing a vote meanwhile has either committed (and is counted) or adds its change
+    after this one commits. Counting in the statement that waits for its lock would count
+    with the snapshot from before the wait, and overwrite that change (PostgreSQL's READ
+    COMMITTED)."""
+    # Every location with votes gets its row (a bulk load may have passed by it), and the
+    # recounted rows a new revision: their votes changed behind the ORM's back.
+    if location_ids is None:
+        with_votes = select(Vote.location_id).where(Vote.location_id.is_not(None)).distinct()
+        turn_vote_revisions(db.session.connection(), with_votes)
+        summaries = VoteRevision.location_id.is_not(None)
+    else:
+        location_ids = set(location_ids)
+        turn_vote_revisions(db.session.connection(), location_ids)
+        summaries = VoteRevision.location_id.in_(location_ids)
+    db.session.execute(
+        select(VoteRevision.location_id)
+        .where(summaries)
+        .order_by(VoteRevision.location_id)
+        .with_for_update()
+    )
+    db.session.execute(
+        update(VoteRevision)
+        .where(summaries)
+        .values(
+            revision=new_revision(),
+            **{
+                name: _counted(criteria, Vote.location_id == VoteRevision.location_id)
+                for name, (criteria, _) in LOCATION_COUNTS.items()
+            },
+        )
+        .execution_options(synchronize_session=False)
+    )
+
+    employers = Listing.kind == "employer"
+    if employer_ids is not None:
+        employers &= Listing.id.in_(list(employer_ids))
+    db.session.execute(select(Listing.id).where(employers).order_by(Listing.id).with_for_update())
+    db.session.execute(
         update(Listing)
-        .where(Listing.kind == "employer")
+        .where(employers)
         .values(
             updated_at=Listing.updated_at,
             **{
@@ -354,25 +387,5 @@ def recount_votes(
                 for name, (criteria, _) in EMPLOYER_COUNTS.items()
             },
         )
+        .execution_options(synchronize_session=False)
     )
-    if employer_ids is not None:
-        employers = employers.where(Listing.id.in_(list(employer_ids)))
-    db.session.execute(employers.execution_options(synchronize_session=False))
-
-    # Every location with votes gets its row (a bulk load may have passed by it), and the
-    # recounted rows a new revision: their votes changed behind the ORM's back.
-    summaries = update(VoteRevision).values(
-        revision=new_revision(),
-        **{
-            name: _counted(criteria, Vote.location_id == VoteRevision.location_id)
-            for name, (criteria, _) in LOCATION_COUNTS.items()
-        },
-    )
-    if location_ids is None:
-        with_votes = select(Vote.location_id).where(Vote.location_id.is_not(None)).distinct()
-        turn_vote_revisions(db.session.connection(), with_votes)
-    else:
-        location_ids = set(location_ids)
-        turn_vote_revisions(db.session.connection(), location_ids)
-        summaries = summaries.where(VoteRevision.location_id.in_(location_ids))
-    db.session.execute(summaries.execution_options(synchronize_session=False))

@@ -4,16 +4,19 @@ filter, all or nothing, with a dry run and `Idempotency-Key`.
 Who may call it is the role matrix's; here is what a bulk action does.
 """
 
+import threading
 import uuid
 from datetime import timedelta
 
 import pytest
 from sqlalchemy import event, insert, select
+from sqlalchemy.orm import Session
 
-from directory_api.models import AuditEntry, Employer, Vote, VoteType, utcnow
+from directory_api.models import AuditEntry, Employer, User, Vote, VoteType, utcnow
 from directory_api.platform.extensions import db
+from directory_api.platform.idempotency import IdempotencyRecord
 
-from .conftest import assert_problem, database_rows, queued_mail
+from .conftest import PG_URL, assert_problem, database_rows, queued_mail
 from .factories import make_listing, make_vote
 
 VOTES = "/locations/harbour/votes/"
@@ -182,6 +185,13 @@ def test_a_filter_selects_by_every_field_given(clients, world, votes):
         bulk(owner, filter={"submittedBefore": future}, action="activate", dryRun=True)["matched"]
         == 4
     )
+    unlinked = make_vote(world["harbour"], your_email="nobody@example.org")
+    assert bulk(owner, filter={"employer": None}, action="activate") == {
+        "matched": 1,
+        "changed": 1,
+        "dryRun": False,
+    }
+    assert stored(str(unlinked.id), Vote.active) is True
     past = (utcnow() - timedelta(days=1)).isoformat()
     assert bulk(owner, filter={"submittedBefore": past}, action="delete")["matched"] == 0
 
@@ -297,7 +307,7 @@ def test_a_malformed_request_is_422_on_its_field(clients, votes, body, field):
     assert database_rows() == before
 
 
-def test_idempotency_key_answers_a_repeat_once_and_per_account(clients, votes):
+def test_idempotency_key_answers_a_repeat_once_and_per_account(clients, world, votes):
     key = {"Idempotency-Key": "bulk-delete-0001"}
     body = {"filter": {"active": False}, "action": "delete"}
     first = bulk(clients["owner"], headers=key, **body)
@@ -311,3 +321,91 @@ def test_idempotency_key_answers_a_repeat_once_and_per_account(clients, votes):
         "changed": 0,
         "dryRun": False,
     }
+    # Kept under the accounts' ids: never what identifies their sessions.
+    db.session.rollback()
+    scopes = db.session.scalars(select(IdempotencyRecord.scope)).all()
+    path = "POST /locations/harbour/votes/bulk"
+    expected = [f"{path} as {world[name].id}" for name in ("owner", "admin")]
+    assert sorted(scopes) == sorted(expected)
+    tokens = db.session.scalars(select(User.session_token)).all()
+    assert not any(token in scope for token in tokens for scope in scopes)
+
+
+@pytest.mark.skipif(not PG_URL, reason="row locks are PostgreSQL's; CI's PostgreSQL pass runs it")
+def test_a_deletion_locks_the_duplicate_it_promotes_so_the_counts_stay_exact(
+    clients, world, employers
+):
+    """A moderator deactivating a duplicate while another deletes its first vote waits for
+    the deletion, then changes the vote as it is: the results count no vote that is not
+    active (read without a lock, the promoted duplicate kept its old `active` and counted
+    once more)."""
+    works = employers["works"].id
+    first = make_vote(world["harbour"], your_email="x@example.org", employer_id=works, active=True)
+    again = make_vote(
+        world["harbour"],
+        your_email="x@example.org",
+        employer_id=works,
+        active=True,
+        duplicate_of_id=first.id,
+    )
+    owner, admin = clients["owner"], clients["admin"]
+    others: list[threading.Thread] = []
+    answers: list[int] = []
+
+    def meanwhile(session, _context, _instances) -> None:
+        promoted = any(isinstance(row, Vote) and row.id == again.id for row in session.dirty)
+        if others or not promoted:
+            return
+        change = {"id": str(again.id), "active": False}
+        other = threading.Thread(
+            target=lambda: answers.append(admin.put(VOTES, json=change).status_code)
+        )
+        others.append(other)
+        other.start()
+        other.join(1.0)
+        assert other.is_alive()  # waiting for the deletion's lock on the duplicate
+
+    event.listen(Session, "before_flush", meanwhile)
+    try:
+        assert bulk(owner, ids=[str(first.id)], action="delete")["changed"] == 1
+    finally:
+        event.remove(Session, "before_flush", meanwhile)
+    others[0].join(30)
+    assert answers == [200]
+    assert clients["anonymous"].get(VOTES + "results").get_json()["items"] == []
+    figures = summary(owner)
+    assert (figures["active"], figures["pending"], figures["duplicates"]) == (0, 1, 0)
+
+
+@pytest.mark.skipif(not PG_URL, reason="row locks are PostgreSQL's; CI's PostgreSQL pass runs it")
+def test_a_recount_waiting_for_a_change_counts_it_after_it_commits(app, clients, votes):
+    """A recount (erasure runs one) that meets a vote change in flight waits for it and
+    counts what it committed; it never writes counts from before the wait over it."""
+    owner = clients["owner"]
+    recounts: list[threading.Thread] = []
+
+    def meanwhile(session, _context) -> None:
+        if recounts:
+            return
+
+        def recount() -> None:
+            with app.app_context():
+                result = app.test_cli_runner().invoke(args=["listings", "recount"])
+                assert result.exit_code == 0, result.output
+
+        other = threading.Thread(target=recount)
+        recounts.append(other)
+        other.start()
+        other.join(1.0)
+        assert other.is_alive()  # waiting for this change's locks on the counts
+
+    event.listen(Session, "after_flush", meanwhile)
+    try:
+        assert bulk(owner, ids=[votes["a"], votes["b"]], action="activate")["changed"] == 2
+    finally:
+        event.remove(Session, "after_flush", meanwhile)
+    recounts[0].join(30)
+    figures = summary(owner)
+    assert (figures["active"], figures["pending"]) == (3, 1)
+    results = clients["anonymous"].get(VOTES + "results").get_json()["items"]
+    assert [(row["employer"], row["votes"]) for row in results] == [("works", 2), ("mill", 1)]

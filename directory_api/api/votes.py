@@ -352,10 +352,13 @@ def bulk_moderate(data, location: Location):
     """Activate, deactivate, delete, link to an employer or clear as suspect many votes at
     once, named by ids or selected by a filter: all or nothing (`dryRun`: counts only)."""
     selection = data.get("filter")
-    if selection and "employer" in selection:
-        selection["employer_id"] = employer_by_slug(location, selection["employer"], "filter").id
+    if selection and "employer" in selection:  # null: votes linked to none
+        slug = selection["employer"]
+        selection["employer_id"] = slug and employer_by_slug(location, slug, "filter").id
     employer = data.get("employer") and employer_by_slug(location, data["employer"])
-    votes = moderation.selected_votes(location, data.get("ids"), selection)
+    votes = moderation.selected_votes(
+        location, data.get("ids"), selection, lock=not data["dry_run"]
+    )
     return moderation.moderate(votes, data["action"], employer, dry_run=data["dry_run"])
 
 

@@ -109,7 +109,8 @@ def request_scope() -> str:
     """Method and path, one per endpoint and target (a trailing slash makes no difference),
     and for a signed-in caller their account: two moderators who chose one key each get
     their own answer (as keys are per account at Stripe)."""
-    caller = f" as {current_user.get_id()}" if current_user.is_authenticated else ""
+    # The account's id (never `get_id()`: Flask-Login's id here is the session token).
+    caller = f" as {current_user.id}" if current_user.is_authenticated else ""
     scope = f"{request.method} {request.path.rstrip('/') or '/'}{caller}"
     if len(scope) > SCOPE_LENGTH:
         return f"{request.method} sha256:{sha256(request.path + caller)}"

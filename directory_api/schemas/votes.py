@@ -217,7 +217,10 @@ class VoteBulkFilter(BaseSchema):
     confirmed = Bool()
     duplicate = Bool(metadata={"description": "Flagged as a duplicate."})
     suspect = Bool(metadata={"description": "Held as possibly automated."})
-    employer = Slug(metadata={"description": "Linked to this employer of the location."})
+    employer = Slug(
+        allow_none=True,
+        metadata={"description": "Linked to this employer of the location (null: to none)."},
+    )
     submitted_before = Instant(
         data_key="submittedBefore", metadata={"description": "Submitted before this moment."}
     )
