@@ -284,6 +284,14 @@ class Config:
     # it the vote is kept, unreceipted), and whether staff may activate unconfirmed votes.
     VOTE_RECEIPTS_PER_ADDRESS = env_int("VOTE_RECEIPTS_PER_ADDRESS", 5)
     VOTE_REQUIRE_CONFIRMATION = env_bool("VOTE_REQUIRE_CONFIRMATION", False)
+    # Public forms against abuse (API.md 17): the proof of work a submission carries (off:
+    # not asked; log: checked, counted and logged; required: refused without one), how hard
+    # it is (the widget tries up to half of it on average), the time under which a filled
+    # honeypot holds a submission, and one cap per location beside the per-IP limit.
+    VOTE_CHALLENGE = env_choice("VOTE_CHALLENGE", "log", ("off", "log", "required"))
+    VOTE_CHALLENGE_MAX_NUMBER = env_int("VOTE_CHALLENGE_MAX_NUMBER", 100_000)
+    VOTE_MIN_FILL_SECONDS = env_float("VOTE_MIN_FILL_SECONDS", 3.0)
+    VOTE_LIMIT_PER_LOCATION = env_rate_limit("VOTE_LIMIT_PER_LOCATION", "200/hour")
 
     # Data protection (API.md 9; directory_api/privacy.py). Pending outbox bodies are
     # encrypted with a key derived from OUTBOX_KEY (else SECRET_KEY); after a change of
@@ -318,6 +326,8 @@ class TestingConfig(Config):
     ARGON2_PARALLELISM = 1
     MAIL_SERVER = None
     CORS_ORIGINS: list[str] = []  # noqa: RUF012
+    # The easiest challenge the settings allow: tests solve many (a thousand hashes each).
+    VOTE_CHALLENGE_MAX_NUMBER = 1_000
 
 
 class ProductionConfig(Config):

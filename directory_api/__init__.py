@@ -30,6 +30,7 @@ from .platform.logs import configure_logging, register_request_logging
 from .platform.reads import add_read_engine
 from .platform.sessions import init_sessions
 from .platform.settings import check_settings
+from .platform.single_use import init_single_use
 from .platform.slugs import SlugConverter
 from .platform.timeouts import bound_postgresql, database_engine_options, redis_options
 from .protection import register_protection
@@ -119,6 +120,7 @@ def register_extensions(app: Flask) -> None:
     mail.init_app(app)
     init_password_hasher(app)
     init_keys(app)
+    init_single_use(app)
     if app.config["CORS_ORIGINS"]:
         CORS(
             app,

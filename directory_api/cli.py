@@ -20,6 +20,7 @@ from .models.listing import recount_listings
 from .platform.extensions import db
 from .platform.idempotency import purge_expired_idempotency_keys
 from .platform.outbox import deliver_due
+from .platform.single_use import purge_used_once
 from .privacy import erase, export, rekey_outbox, run_retention
 from .schemas.fields import Email
 from .schemas.passwords import password_problems
@@ -113,16 +114,25 @@ WORKER_RETRY_CAP = 60.0
 
 
 # Housekeeping the worker does besides delivering, and how often (seconds): expired
-# idempotency records and the notices of tokens about to expire hourly, retention
-# (privacy.py) daily. Each runs at start-up too.
+# idempotency records, marks of used challenges and the notices of tokens about to expire
+# hourly, retention (privacy.py) daily. Each runs at start-up too.
 def purge_idempotency_keys() -> None:
     purged = purge_expired_idempotency_keys()
     if purged:
         log.info("purged %d expired idempotency records", purged)
 
 
+def purge_used_challenges() -> None:
+    """Marks of used challenge solutions (without Redis) once their challenges expired."""
+    purged = purge_used_once()
+    db.session.commit()
+    if purged:
+        log.info("purged %d expired marks of used solutions", purged)
+
+
 HOUSEKEEPING: list[tuple[float, Callable[[], object]]] = [
     (3600.0, purge_idempotency_keys),
+    (3600.0, purge_used_challenges),
     (3600.0, notice_expiring_tokens),
     (86400.0, run_retention),
 ]

@@ -123,7 +123,9 @@ def run_retention(now: datetime | None = None) -> RetentionReport:
         or_(
             and_(OutboxMessage.status == OutboxStatus.SENT, OutboxMessage.sent_at < kept_until),
             and_(
-                OutboxMessage.status == OutboxStatus.FAILED, OutboxMessage.created_at < kept_until
+                # Failed, or held and never released: what the submitter wrote goes too.
+                OutboxMessage.status.in_((OutboxStatus.FAILED, OutboxStatus.HELD)),
+                OutboxMessage.created_at < kept_until,
             ),
         )
     )

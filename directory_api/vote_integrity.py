@@ -1,5 +1,6 @@
-"""Vote integrity (API.md 8): receipts that confirm or withdraw an employer vote, duplicates,
-and the stored counts the public results and the moderation summary read.
+"""Vote integrity (API.md 8, 17): receipts that confirm or withdraw an employer vote,
+duplicates, the stored counts the public results and the moderation summary read, and the
+screening of public submissions (proof of work, time trap and honeypot).
 
 - A receipt carries one token per vote (kept as its SHA-256, valid 30 days) for both links,
   confirm and withdraw. The first reply to a confirmed vote mails its submitter a withdraw
@@ -19,6 +20,7 @@ and the stored counts the public results and the moderation summary read.
 """
 
 import hmac
+import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -33,9 +35,14 @@ from .credentials import new_token, presented_hash
 from .models import Listing, Location, Vote, VoteRevision, VoteType, utcnow
 from .models.listing import new_revision
 from .models.vote import TALLIES, turn_vote_revisions
-from .platform.errors import abort
+from .platform.crypto import derive_key
+from .platform.errors import abort, invalid
 from .platform.extensions import db
 from .platform.outbox import forget_messages_about, queue_mail
+from .platform.proof_of_work import Refused, Solution, create_challenge, verify
+from .platform.single_use import use_once
+
+log = logging.getLogger(__name__)
 
 RECEIPT_LIFETIME = timedelta(days=30)
 RECEIPT_WINDOW = timedelta(hours=24)
@@ -139,6 +146,62 @@ def confirm(vote: Vote) -> None:
     """Confirmed from now on; confirming again changes nothing (the first time stays)."""
     if not vote.confirmed:
         vote.confirmed, vote.confirmed_at = True, utcnow()
+
+
+# Proof of work (API.md 17) ---------------------------------------------------------------
+
+
+def challenge_key() -> bytes:
+    """The key challenges are signed with, derived from SECRET_KEY (once per app)."""
+    extensions = current_app.extensions
+    if "vote_challenge_key" not in extensions:
+        secret = current_app.config["SECRET_KEY"]
+        extensions["vote_challenge_key"] = derive_key(secret, "vote challenge")
+    return extensions["vote_challenge_key"]
+
+
+def new_challenge(location: Location) -> dict[str, Any]:
+    """A challenge for a submission to `location`, valid 10 minutes."""
+    max_number = current_app.config["VOTE_CHALLENGE_MAX_NUMBER"]
+    return create_challenge(challenge_key(), {"location": location.slug}, max_number)
+
+
+def solved_for(location: Location, payload: Any) -> Solution:
+    """The unused solution of a challenge for `location` that `payload` carries, now used;
+    `Refused` otherwise."""
+    if payload is None:
+        raise Refused(
+            "Solve a challenge (GET /locations/<slug>/votes/challenge) and send its solution."
+        )
+    solution = verify(payload, challenge_key())
+    if solution.params.get("location") != location.slug:
+        raise Refused("The challenge was for another location.")
+    if not use_once(f"challenge:{solution.challenge}", solution.expires):
+        raise Refused("This solution was used already: solve a new challenge.")
+    return solution
+
+
+def screen_submission(location: Location, data: dict[str, Any]) -> bool:
+    """Check a public submission's proof of work as `VOTE_CHALLENGE` says (off: not at all;
+    log: count and log what fails; required: 422 on `altcha` for it); whether to hold it:
+    solved faster than `VOTE_MIN_FILL_SECONDS` after its challenge was issued, with the
+    honeypot filled. Takes both fields out of `data`."""
+    payload, honeypot = data.pop("altcha", None), data.pop("website", None)
+    mode = current_app.config["VOTE_CHALLENGE"]
+    if mode == "off":
+        return False
+    try:
+        solution = solved_for(location, payload)
+    except Refused as refused:
+        log.warning("vote challenge (%s) at %s: %s", mode, location.slug, refused.reason)
+        if mode == "required":
+            invalid("altcha", refused.reason)
+        return False
+    fill_time = (utcnow() - solution.issued).total_seconds()
+    held = bool(honeypot) and fill_time < current_app.config["VOTE_MIN_FILL_SECONDS"]
+    if held:
+        log.warning("vote at %s held: honeypot filled, %.1fs to solve", location.slug, fill_time)
+    return held
 
 
 # Duplicates -------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ from ..schemas.common import IndexOut
 
 bp = Blueprint("docs", __name__)
 
-OWN = Path(__file__).resolve().parent.parent / "docs"  # init.js (the page is a template)
+# init.js (the page is a template) and the ALTCHA widget
+OWN = Path(__file__).resolve().parent.parent / "docs"
 SWAGGER_UI = Path(flask_swagger_ui.__file__).resolve().parent / "dist"
 ASSETS = {
     "init.js": OWN,
@@ -74,6 +75,15 @@ def docs():
 def docs_asset(name: str):
     """A script, style sheet or image of the documentation page."""
     return asset_response(ASSETS[name] / name)
+
+
+@bp.get("/docs/altcha.min.js")
+@endpoint(cross_site=True)
+def altcha_widget():
+    """The ALTCHA widget for public vote forms on any site (an ES module: `<script
+    type="module" src="…/docs/altcha.min.js">`; version 2.3.0, MIT, pinned by
+    docs/altcha.min.js.ABOUT). No CDN needed."""
+    return asset_response(OWN / "altcha.min.js")
 
 
 @cache

@@ -24,6 +24,7 @@ from ..models import (
     ListingCount,
     Location,
     Membership,
+    OutboxMessage,
     OutboxStatus,
     Role,
     User,
@@ -38,7 +39,12 @@ from ..models.vote import TALLIES
 from ..platform.csv_export import columns, csv_response
 from ..platform.errors import abort, invalid
 from ..platform.extensions import db
-from ..platform.limits import exports_per_ip, token_endpoints, votes_per_ip
+from ..platform.limits import (
+    exports_per_ip,
+    token_endpoints,
+    votes_per_ip,
+    votes_per_location,
+)
 from ..platform.outbox import queue_mail
 from ..platform.output import Written, schema_instance
 from ..platform.page_queries import encoded_by_id, every_row, paginate
@@ -50,7 +56,9 @@ from ..schemas.votes import (
     STAFF_FILTERS,
     BtobSubmission,
     BtocSubmission,
+    ChallengeOut,
     EmployerSubmission,
+    HeldMessageOut,
     PublicVoteOut,
     ReplyIn,
     ReplyOut,
@@ -95,7 +103,12 @@ WITH_EMPLOYER = (joinedload(Vote.employer),)
 WITH_AUTHOR = (*WITH_EMPLOYER, joinedload(Vote.reply_author).load_only(User.id, User.email))
 # Submissions: one allowance per client IP shared by every type; `Idempotency-Key` honoured;
 # a form on any site may post them (API.md 13 … and issue 18: they use no credentials).
-SUBMISSION = {"limits": (votes_per_ip,), "forms": True, "idempotent": True, "cross_site": True}
+SUBMISSION = {
+    "limits": (votes_per_location, votes_per_ip),
+    "forms": True,
+    "idempotent": True,
+    "cross_site": True,
+}
 
 
 def visible_votes(location: Location, access: bool) -> Select:
@@ -163,8 +176,15 @@ def submit_employer(data, location: Location):
         if slug_given
         else employer_named(location, data["business_name"])
     )
+    # Held (answered as any other) when it looks automated: staff see it as suspect.
+    suspect = integrity.screen_submission(location, data)
     vote = Vote(
-        location_id=location.id, type=VoteType.EMPLOYER, active=False, employer=employer, **data
+        location_id=location.id,
+        type=VoteType.EMPLOYER,
+        active=False,
+        employer=employer,
+        suspect=suspect,
+        **data,
     )
     integrity.mark_duplicate(vote)  # recorded for staff; the answer is the same either way
     integrity.send_receipt(vote, location, typed_email)
@@ -187,26 +207,98 @@ def submit_btoc(data, location: Location):
     return mail_vote(location, VoteType.BTOC, data)
 
 
+NO_RECIPIENT = "No recipient: set the location's e-mail, an owner, or VOTE_FALLBACK_RECIPIENT."
+
+
 def mail_vote(location: Location, kind: VoteType, data: dict[str, Any]) -> dict[str, str]:
-    """Queue a business vote to the location's recipients (kept as failed when it has none)."""
+    """Queue a business vote to the location's recipients (kept as failed when it has none;
+    held, not sent, when it looks automated, until staff release or discard it)."""
+    held = integrity.screen_submission(location, data)
     recipients = vote_recipients(location)
     message = queue_mail(
         recipients,
         "vote",
         reply_to=data["your_email"],
+        about=held_about(location),
         location=location,
         label=LABELS[kind],
         vote=SimpleNamespace(**data),
     )
-    if not recipients:
+    if held:
+        message.status = OutboxStatus.HELD
+    elif not recipients:
         # Kept, not lost: an operator can see it in the outbox and route it by hand.
-        message.status = OutboxStatus.FAILED
-        message.last_error = (
-            "No recipient: set the location's e-mail, an owner, or VOTE_FALLBACK_RECIPIENT."
-        )
+        message.status, message.last_error = OutboxStatus.FAILED, NO_RECIPIENT
         db.session.flush()  # assigns the id the log line names
         log.error("vote for %s has no recipient; outbox message %s", location.slug, message.id)
     return {"status": "queued"}
+
+
+def held_about(location: Location) -> str:
+    """How the outbox names a location's business votes' mail: its held ones are listed by
+    it, and they go with the location."""
+    return f"location:{location.id}"
+
+
+@bp.get("/challenge")
+@endpoint(response=ChallengeOut, cross_site=True)
+def vote_challenge(location: Location):
+    """A proof-of-work challenge for one submission to this location, valid 10 minutes
+    (public; the ALTCHA widget's `challengeurl`). Solve it and send the solution as the
+    submission's `altcha` field."""
+    return Answer(integrity.new_challenge(location), headers={"Cache-Control": "no-store"})
+
+
+HeldArgs = ListArgs.sorted_by({"createdAt": OutboxMessage.created_at}, default="-createdAt")
+
+
+def held_messages(location: Location) -> Select:
+    return select(OutboxMessage).where(
+        OutboxMessage.about == held_about(location), OutboxMessage.status == OutboxStatus.HELD
+    )
+
+
+def held_message(location: Location, message_id: uuid.UUID) -> OutboxMessage:
+    """The location's held message, locked for its release or discard; else 404."""
+    message = db.session.scalar(
+        held_messages(location).where(OutboxMessage.id == message_id).with_for_update()
+    )
+    if message is None:
+        abort(404, "No such held message at this location.")
+    return message
+
+
+@bp.get("/held/")
+@endpoint(
+    response=HeldMessageOut,
+    query=HeldArgs,
+    paged=True,
+    access=Access.ACCESS,
+    scope=Scope.VOTES_READ,
+)
+def list_held(args, location: Location):
+    """Business votes' mail held as possibly automated, newest first (API.md 17)."""
+    return paginate(held_messages(location), args)
+
+
+@bp.post("/held/id/<uuid:message_id>/release")
+@endpoint(status=204, access=Access.ACCESS, scope=Scope.VOTES_MODERATE, not_found=True)
+def release_held(location: Location, message_id: uuid.UUID):
+    """Send a held message after all: it joins the outbox's queue."""
+    message = held_message(location, message_id)
+    if message.recipients:
+        message.status, message.next_attempt_at = OutboxStatus.PENDING, utcnow()
+    else:  # as when it was queued without one: kept, for an operator to route by hand
+        message.status, message.last_error = OutboxStatus.FAILED, NO_RECIPIENT
+    db.session.commit()
+
+
+@bp.post("/held/id/<uuid:message_id>/discard")
+@endpoint(status=204, access=Access.ACCESS, scope=Scope.VOTES_MODERATE, not_found=True)
+def discard_held(location: Location, message_id: uuid.UUID):
+    """Delete a held message unsent."""
+    db.session.delete(held_message(location, message_id))
+    db.session.commit()
 
 
 def filter_votes(stmt: Select, args: dict[str, Any], location: Location, access: bool) -> Select:

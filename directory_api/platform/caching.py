@@ -108,6 +108,8 @@ def signed_in() -> bool:
 
 def cache_headers(response: Response) -> Response:
     response.vary.update(("Cookie", "Authorization"))
+    if response.cache_control.no_store:  # the view's: an answer no one may use twice
+        return response
     private = signed_in()
     if private:
         response.headers["Cache-Control"] = "no-store"

@@ -24,7 +24,7 @@ PUBLIC_FORMS = {
     "origins": "*",
     "send_wildcard": True,  # "*": the answer is the same for every page
     "supports_credentials": False,
-    "methods": ["POST"],
+    "methods": ["GET", "POST"],  # a challenge (GET), a submission (POST)
     "allow_headers": ALLOWED_HEADERS,
     "expose_headers": EXPOSED_HEADERS,
     "max_age": MAX_AGE,

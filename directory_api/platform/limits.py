@@ -48,6 +48,23 @@ email_update_per_account = limiter.limit(
 token_endpoints = limiter.shared_limit(configured("RATELIMIT_TOKENS_PER_IP"), scope="tokens")
 # Every type of public vote submission shares one allowance per client IP.
 votes_per_ip = limiter.shared_limit(configured("RATELIMIT_VOTES_PER_IP"), scope="votes")
+
+
+def path_location() -> str:
+    """Key: the location the path names (by its slug), whoever asks."""
+    return "location:" + str((request.view_args or {}).get("slug"))
+
+
+# And one per location, whatever the address: visitors of a hostile page cannot flood one
+# location from many addresses (API.md 17). It counts submissions accepted (answered below
+# 400), so one address past its own allowance spends none of the location's; checked
+# before the per-IP limit, whose figures the answer's headers then show the client.
+votes_per_location = limiter.shared_limit(
+    configured("VOTE_LIMIT_PER_LOCATION"),
+    scope="votes-location",
+    key_func=path_location,
+    deduct_when=lambda response: response.status_code < 400,
+)
 # Every CSV export (businesses, employers, votes) shares one allowance per client IP.
 exports_per_ip = limiter.shared_limit(configured("RATELIMIT_EXPORTS_PER_IP"), scope="exports")
 

@@ -42,6 +42,7 @@ class OutboxStatus(enum.StrEnum):
     PENDING = "pending"
     SENT = "sent"
     FAILED = "failed"
+    HELD = "held"  # kept, not sent, until released (pending) or discarded
 
 
 class OutboxMessage(IdMixin, db.Model):

@@ -38,6 +38,9 @@ BOUNDS: dict[str, tuple[Any, Any]] = {
     "PERMANENT_SESSION_LIFETIME": (timedelta(seconds=1), timedelta(days=3650)),
     # Amounts that must not be negative (0 is a choice: no receipts, no public caching).
     "VOTE_RECEIPTS_PER_ADDRESS": (0, None),
+    "VOTE_MIN_FILL_SECONDS": (0, 600),  # 0: no time trap; a challenge lives 10 minutes
+    # Below 1,000 a browser solves it at once; past 10 million a phone takes minutes.
+    "VOTE_CHALLENGE_MAX_NUMBER": (1_000, 10_000_000),
     "PUBLIC_MAX_AGE": (0, None),
     "SESSION_TOUCH_INTERVAL": (0, None),
     "PROXY_FIX_X_FOR": (0, None),

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from marshmallow import ValidationError, fields, post_load, validate, validates_schema
+from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
 
 from ..models import VoteType
 from ..platform.output import PlannedDump, Timestamp
@@ -22,11 +22,31 @@ class VoteSubmission(BaseSchema):
     vote_body = LongText(required=True, data_key="voteBody")
 
 
-class BtobSubmission(VoteSubmission):
+class PublicForm(Schema):
+    """What a public form sends besides the vote: the widget's proof of work and the
+    honeypot (API.md 17), taken out before the vote is made
+    (vote_integrity.screen_submission). Any value is taken here; the check says what is
+    wrong with it."""
+
+    altcha = fields.Raw(
+        load_only=True,
+        metadata={
+            "type": "string",
+            "description": "The ALTCHA widget's solution of a challenge from "
+            "GET /locations/{slug}/votes/challenge (base64 JSON), as the widget sends it.",
+        },
+    )
+    website = fields.Raw(
+        load_only=True,
+        metadata={"type": "string", "description": "Leave empty: a field people do not see."},
+    )
+
+
+class BtobSubmission(VoteSubmission, PublicForm):
     your_business = Text(required=True, data_key="yourBusiness")
 
 
-class BtocSubmission(VoteSubmission):
+class BtocSubmission(VoteSubmission, PublicForm):
     pass
 
 
@@ -35,7 +55,7 @@ class EmployerVote(VoteSubmission):
     employer = Slug()  # optional: else the employer whose name equals businessName
 
 
-class EmployerSubmission(EmployerVote):
+class EmployerSubmission(EmployerVote, PublicForm):
     """The public's employer vote: it gets a receipt."""
 
     @post_load(pass_original=True)
@@ -263,3 +283,25 @@ class VoteBulkOut(PlannedDump):
         required=True, metadata={"description": "Votes the action changed (or would change)."}
     )
     dry_run = fields.Boolean(required=True, data_key="dryRun")
+
+
+class ChallengeOut(Schema):
+    """A proof-of-work challenge (the ALTCHA protocol): find `number` from 0 to `maxnumber`
+    whose SHA-256 after `salt` is `challenge`."""
+
+    algorithm = fields.String(required=True, metadata={"enum": ["SHA-256"]})
+    challenge = fields.String(required=True)
+    maxnumber = fields.Integer(required=True)
+    salt = fields.String(required=True)
+    signature = fields.String(required=True)
+
+
+class HeldMessageOut(PlannedDump):
+    """A business vote's mail held as possibly automated (API.md 17), until staff release
+    or discard it."""
+
+    id = fields.UUID(required=True)
+    subject = fields.String(required=True)
+    body = fields.String(required=True, allow_none=True)
+    reply_to = fields.String(required=True, data_key="replyTo", allow_none=True)
+    created_at = Timestamp(required=True, data_key="createdAt")

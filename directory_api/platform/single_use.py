@@ -1,0 +1,61 @@
+"""Things that may be used once across every process and instance: `use_once(key, until)`.
+
+With `REDIS_URL` the marks are Redis keys (`SET NX` with their expiry: one round trip, and
+they go by themselves). Without it they are rows of the database (`used_once`, an insert
+that does nothing when the key is there), in the request's transaction: a request that
+fails marks nothing; `purge_used_once` deletes the expired ones (the outbox worker's
+housekeeping). Either way two requests racing with one key: one wins.
+"""
+
+from datetime import datetime
+
+import redis
+from flask import Flask, current_app
+from sqlalchemy import String, delete
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .extensions import db
+from .timeouts import redis_options
+from .types import UTCDateTime, utcnow
+
+KEY_LENGTH = 64
+
+
+class UsedOnce(db.Model):
+    """A key used once, kept until it could no longer be used anyway."""
+
+    __tablename__ = "used_once"
+
+    key: Mapped[str] = mapped_column(String(KEY_LENGTH), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+
+INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+
+
+def init_single_use(app: Flask) -> None:
+    url = app.config.get("REDIS_URL")
+    client = redis.Redis.from_url(url, **redis_options(app.config)) if url else None
+    app.extensions["single_use_redis"] = client
+
+
+def use_once(key: str, until: datetime) -> bool:
+    """True the first time `key` (at most KEY_LENGTH characters) is used before `until`;
+    False every time after."""
+    client = current_app.extensions["single_use_redis"]
+    if client is not None:
+        seconds = max(int((until - utcnow()).total_seconds()) + 1, 1)
+        name = f"{current_app.config['RATELIMIT_KEY_PREFIX']}:used-once:{key}"
+        return bool(client.set(name, 1, nx=True, ex=seconds))
+    connection = db.session.connection()
+    insert = INSERTS[connection.dialect.name](UsedOnce.__table__)
+    statement = insert.values(key=key, expires_at=until).on_conflict_do_nothing()
+    return connection.execute(statement).rowcount == 1
+
+
+def purge_used_once(now: datetime | None = None) -> int:
+    """Delete the marks that expired (they guard nothing any more); how many."""
+    return db.session.execute(
+        delete(UsedOnce).where(UsedOnce.expires_at < (now or utcnow()))
+    ).rowcount
