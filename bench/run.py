@@ -470,11 +470,12 @@ def start_gunicorn(app: str, env: dict[str, str], port: int, log_name: str) -> s
 
 
 def limits_on(database_url: str, kind: str) -> dict[str, str]:
-    """Production settings with rate limits on; the vote allowance is raised so that the
-    load is measured, not the 429 (its check runs all the same)."""
+    """Production settings with rate limits on; the vote allowances (per IP, per location)
+    are raised so that the load is measured, not the 429 (their checks run all the same)."""
     return production_env(database_url, kind) | {
         "RATELIMIT_ENABLED": "true",
         "RATELIMIT_VOTES_PER_IP": "100000000/hour",
+        "VOTE_LIMIT_PER_LOCATION": "100000000/hour",
     }
 
 

@@ -7,7 +7,9 @@ fails marks nothing; `purge_used_once` deletes the expired ones (the outbox work
 housekeeping). Either way two requests racing with one key: one wins.
 """
 
+import functools
 from datetime import datetime
+from typing import Any
 
 import redis
 from flask import Flask, current_app
@@ -49,9 +51,15 @@ def use_once(key: str, until: datetime) -> bool:
         name = f"{current_app.config['RATELIMIT_KEY_PREFIX']}:used-once:{key}"
         return bool(client.set(name, 1, nx=True, ex=seconds))
     connection = db.session.connection()
-    insert = INSERTS[connection.dialect.name](UsedOnce.__table__)
-    statement = insert.values(key=key, expires_at=until).on_conflict_do_nothing()
-    return connection.execute(statement).rowcount == 1
+    inserted = connection.execute(_mark(connection.dialect.name), {"key": key, "expires_at": until})
+    return inserted.rowcount == 1
+
+
+@functools.cache
+def _mark(dialect: str) -> Any:
+    """The insert of a mark that does nothing when the key is there, built once per
+    database (building it and its cache key costs more than running it)."""
+    return INSERTS[dialect](UsedOnce.__table__).on_conflict_do_nothing()
 
 
 def purge_used_once(now: datetime | None = None) -> int:
