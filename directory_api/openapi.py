@@ -311,7 +311,13 @@ def build_openapi(app: Flask) -> dict[str, Any]:
         info={
             "description": "Regions, categories, socials, locations, businesses, employers, "
             "accounts and votes. Errors are RFC 9457 problem details. Interactive "
-            "documentation of this document: /docs.",
+            "documentation of this document: /docs.\n\n"
+            "Public vote forms on any site: load the ALTCHA widget this service serves "
+            '(`<script type="module" src="/docs/altcha.min.js">`), put `<altcha-widget '
+            'challengeurl="/locations/{slug}/votes/challenge">` in a plain HTML form that '
+            "posts to `/locations/{slug}/votes/submit/…`, and add an empty field `website` "
+            "hidden from people (a honeypot); the widget adds its solution as `altcha`. "
+            "A complete example: docs/examples/vote-form.html in the repository.",
             "license": {"name": "Proprietary"},
         },
         # Paths are relative to wherever the service is served.
