@@ -179,8 +179,7 @@ def solved(app) -> str:
     number = next(
         n
         for n in range(1_001)
-        if hashlib.sha256(f"{challenge['salt']}{n}".encode()).hexdigest()
-        == challenge["challenge"]
+        if hashlib.sha256(f"{challenge['salt']}{n}".encode()).hexdigest() == challenge["challenge"]
     )
     fields = {name: challenge[name] for name in ("algorithm", "challenge", "salt", "signature")}
     return base64.b64encode(json.dumps({**fields, "number": number}).encode()).decode()
