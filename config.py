@@ -293,6 +293,14 @@ class Config:
     VOTE_MIN_FILL_SECONDS = env_float("VOTE_MIN_FILL_SECONDS", 3.0)
     VOTE_LIMIT_PER_LOCATION = env_rate_limit("VOTE_LIMIT_PER_LOCATION", "200/hour")
 
+    # Webhooks (API.md 16): how long a receiver has to answer, whether plain http receivers
+    # are allowed (never in production), the private networks receivers may be in (CIDRs,
+    # comma-separated; none by default), and how long the delivery log is kept.
+    WEBHOOK_TIMEOUT = env_float("WEBHOOK_TIMEOUT", 15.0)
+    WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", False)
+    WEBHOOK_ALLOWED_NETWORKS = env_list("WEBHOOK_ALLOWED_NETWORKS")
+    WEBHOOK_LOG_DAYS = env_int("WEBHOOK_LOG_DAYS", 30)
+
     # Data protection (API.md 9; directory_api/privacy.py). Pending outbox bodies are
     # encrypted with a key derived from OUTBOX_KEY (else SECRET_KEY); after a change of
     # either, list the previous secrets in OUTBOX_OLD_KEYS until `flask outbox rekey` ran.

@@ -163,6 +163,7 @@ def register_blueprints(app: Flask) -> None:
         supers,
         tokens,
         votes,
+        webhooks,
     )
 
     for module in (
@@ -186,6 +187,8 @@ def register_blueprints(app: Flask) -> None:
         listings.businesses,
         listings.employers,
         votes.receipts,
+        webhooks.location_webhooks,
+        webhooks.global_webhooks,
     ):
         app.register_blueprint(blueprint)
     check_declared(app)

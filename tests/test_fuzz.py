@@ -353,6 +353,10 @@ DEPENDS_ON_STATE = re.compile(
     # the descriptions), and a filter's match count (the rows).
     r"|^Give either ids or filter\.$|^setEmployer needs the employer|^Only setEmployer takes"
     r"|^Matches more than [0-9,]+ votes"
+    # Webhooks: where a URL's host resolves to (the network), https unless the settings
+    # allow http, and which events a location's subscription may ask for (said in words).
+    r"|^Must be an https URL\.$|^Must be an http\(s\) URL\.$|does not resolve\.$|resolves to"
+    r"|^Must not carry credentials|^Not events of this kind of subscription"
     # A date the pattern allows and the calendar does not (February 30th).
     r"|^There is no such day\.$"
 )

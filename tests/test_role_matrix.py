@@ -212,6 +212,25 @@ def submission(kind: str, status: int, **extra: str) -> Case:
     return Case(path, everyone(status), {**SUBMISSION, **extra})
 
 
+def webhook_rows(rule: str, here: str, who: tuple[str, ...]) -> Rows:
+    """A location's webhook subscriptions (its owners) or the global ones (supers)."""
+    one = f"{here}/id/{{webhook}}"
+    needs = ("webhook",) if who == OWNER else ("global_webhook",)
+    body = {"url": "https://93.184.216.34/hook", "events": ["vote.submitted"]}
+    return {
+        (f"{rule}/", "POST"): Case(f"{here}/", only(201, who), body),
+        (f"{rule}/", "GET"): Case(f"{here}/", only(200, who)),
+        (f"{rule}/id/<uuid:webhook_id>", "GET"): Case(one, only(200, who), needs=needs),
+        (f"{rule}/id/<uuid:webhook_id>", "PUT"): Case(
+            one, only(200, who), {"description": "CRM"}, needs
+        ),
+        (f"{rule}/id/<uuid:webhook_id>", "DELETE"): Case(one, only(204, who), needs=needs),
+        (f"{rule}/id/<uuid:webhook_id>/rotate-secret", "POST"): Case(
+            f"{one}/rotate-secret", only(200, who), needs=needs
+        ),
+    }
+
+
 TABLE: Rows = {
     # Operations and documents
     ("/health", "GET"): Case("/health", everyone(200)),
@@ -339,6 +358,8 @@ TABLE: Rows = {
     ("/locations/<slug:slug>/votes/", "DELETE"): Case(
         "/locations/harbour/votes/", only(204, ACCESS), {"id": "{hidden}"}, ("votes",)
     ),
+    **webhook_rows("/locations/<slug:slug>/webhooks", "/locations/harbour/webhooks", OWNER),
+    **webhook_rows("/webhooks", "/webhooks", SUPER),
     ("/locations/<slug:slug>/votes/challenge", "GET"): Case(
         "/locations/harbour/votes/challenge", everyone(200)
     ),
@@ -566,7 +587,25 @@ def build_world(app: Flask, world: dict, needs: tuple[str, ...]) -> dict[str, st
         values["api_token"], values["api_token_secret"] = api_token(world["owner"])
     if "held" in needs:
         values["held"] = held_message(harbour)
+    for need, location in (("webhook", harbour), ("global_webhook", None)):
+        if need in needs:
+            values["webhook"] = webhook_at(location)
     return values
+
+
+def webhook_at(location) -> str:
+    """A webhook subscription of `location` (None: a global one)."""
+    from directory_api.models import WebhookSubscription
+
+    webhook = WebhookSubscription(
+        location_id=location.id if location is not None else None,
+        url="https://93.184.216.34/hook",
+        events=["vote.submitted"],
+        secret="whsec_" + "A" * 44,
+    )
+    db.session.add(webhook)
+    db.session.commit()
+    return str(webhook.id)
 
 
 def held_message(location) -> str:

@@ -1,8 +1,10 @@
 """All models, importable from one place (Alembic's autogenerate sees them all here):
-the directory's, and the platform's own tables (the outbox, idempotency records)."""
+the directory's, and the platform's own tables (the outbox, idempotency records, marks of
+things used once)."""
 
 from ..platform.idempotency import IdempotencyRecord
 from ..platform.outbox import OutboxMessage, OutboxStatus
+from ..platform.single_use import UsedOnce
 from ..platform.types import utcnow
 from .api_token import ApiToken
 from .audit import AuditEntry
@@ -13,6 +15,7 @@ from .reference import Category, Region, Social
 from .token import Token, TokenPurpose
 from .user import User, UserStatus
 from .vote import Vote, VoteRevision, VoteType, turn_vote_revisions
+from .webhook import WebhookSubscription
 
 __all__ = [
     "ApiToken",
@@ -35,11 +38,13 @@ __all__ = [
     "Social",
     "Token",
     "TokenPurpose",
+    "UsedOnce",
     "User",
     "UserStatus",
     "Vote",
     "VoteRevision",
     "VoteType",
+    "WebhookSubscription",
     "turn_vote_revisions",
     "utcnow",
 ]

@@ -15,6 +15,8 @@ from flask import Flask
 
 from config import SettingsError
 
+from .ssrf import parse_networks
+
 # Each setting's range: its smallest sensible value (below, it would fail every request) and
 # the most it can be (beyond, a duration or a date computed from it overflows, or the service
 # it configures refuses it); None: no ceiling.
@@ -38,6 +40,8 @@ BOUNDS: dict[str, tuple[Any, Any]] = {
     "PERMANENT_SESSION_LIFETIME": (timedelta(seconds=1), timedelta(days=3650)),
     # Amounts that must not be negative (0 is a choice: no receipts, no public caching).
     "VOTE_RECEIPTS_PER_ADDRESS": (0, None),
+    "WEBHOOK_TIMEOUT": (1, 60),  # a receiver's answer; a worker waits no longer
+    "WEBHOOK_LOG_DAYS": (1, 36500),
     "VOTE_MIN_FILL_SECONDS": (0, 600),  # 0: no time trap; a challenge lives 10 minutes
     # Below 1,000 a browser solves it at once; past 10 million a phone takes minutes.
     "VOTE_CHALLENGE_MAX_NUMBER": (1_000, 10_000_000),
@@ -98,6 +102,7 @@ def setting_problems(app: Flask) -> list[str]:
         for origin in config["CORS_ORIGINS"]
         if not is_exact_origin(origin)
     ]
+    problems += network_problems(config)
     if config["SESSION_TYPE"] == "redis" and not config["REDIS_URL"]:
         problems.append("SESSION_TYPE=redis needs REDIS_URL")
     problems += cookie_prefix_problems(config)
@@ -107,6 +112,18 @@ def setting_problems(app: Flask) -> list[str]:
         problems += [f"in production, {problem}" for problem in production_problems(config)]
         if app.debug:  # it would also show tracebacks to clients
             problems.append("in production, unset FLASK_DEBUG")
+    return problems
+
+
+def network_problems(config: Any) -> list[str]:
+    problems = []
+    for entry in config["WEBHOOK_ALLOWED_NETWORKS"]:
+        try:
+            parse_networks([entry])
+        except ValueError:
+            problems.append(
+                f"WEBHOOK_ALLOWED_NETWORKS entry {entry!r} is not a network such as 10.20.0.0/16"
+            )
     return problems
 
 
@@ -191,6 +208,8 @@ def production_problems(config: dict[str, Any]) -> list[str]:
         problems.append("set MAIL_SERVER (and MAIL_PORT, MAIL_USERNAME, …) to an SMTP server")
     if config.get("MAIL_LOG_FILE"):  # it holds live links in clear: development only
         problems.append("unset MAIL_LOG_FILE")
+    if config.get("WEBHOOK_ALLOW_HTTP"):  # signed, but readable and alterable on the way
+        problems.append("unset WEBHOOK_ALLOW_HTTP (webhook receivers must be https)")
     # State kept per process or per host would differ between gunicorn workers and hosts.
     if config["SESSION_TYPE"] != "redis" and not config.get("ALLOW_FILE_SESSIONS"):
         problems.append(

@@ -31,6 +31,7 @@ class AuditTarget(Schema):
                 "vote",
                 "user",
                 "token",
+                "webhook",
             ]
         },
     )

@@ -1,0 +1,104 @@
+"""Outbound URLs that other people choose (webhooks): where the service may connect.
+
+A URL is refused unless it is `https` (`http` only when allowed), has no credentials in
+it, and every address its host resolves to is a public one: loopback, private (RFC 1918),
+link-local (cloud metadata at 169.254.169.254 included), shared (100.64/10), unique-local,
+multicast, unspecified and reserved addresses are refused, IPv4 inside IPv6 (mapped,
+6to4, NAT64's 64:ff9b::/96) by the address it carries. Networks an operator allows
+(`allowed`: an intranet's receivers) pass.
+
+`checked_addresses` answers the addresses checked: the caller connects to one of them, not
+to the name again, so a name that resolves elsewhere a second later (DNS rebinding) is
+never reached.
+"""
+
+import ipaddress
+import socket
+from collections.abc import Iterable
+from urllib.parse import SplitResult, urlsplit
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT: not is_private
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+class Refused(ValueError):
+    """A URL or address the service will not connect to; the message says why."""
+
+
+def parse_networks(values: Iterable[str]) -> tuple[Network, ...]:
+    return tuple(ipaddress.ip_network(value.strip(), strict=False) for value in values)
+
+
+def carried(address: Address) -> Address:
+    """The IPv4 address an IPv6 one stands for, if it stands for one."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped
+        if address.sixtofour is not None:
+            return address.sixtofour
+        if address in NAT64:
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
+
+
+def refusal(address: Address, allowed: tuple[Network, ...]) -> str | None:
+    """Why the service may not connect to `address`; None when it may."""
+    address = carried(address)
+    if any(address in network for network in allowed if network.version == address.version):
+        return None
+    if address.is_loopback:
+        return "a loopback address"
+    if address.is_link_local:
+        return "a link-local address (cloud metadata among them)"
+    if address.version == 4 and address in SHARED:
+        return "a shared (carrier-grade NAT) address"
+    if address.is_multicast:
+        return "a multicast address"
+    if address.is_unspecified:
+        return "an unspecified address"
+    if address.is_private:
+        return "a private address"
+    if address.is_reserved or not address.is_global:
+        return "a reserved address"
+    return None
+
+
+def parsed(url: str, *, allow_http: bool) -> SplitResult:
+    """`url`'s parts; `Refused` unless it is an absolute https (or allowed http) URL with a
+    host and no credentials."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port out of range)
+    except ValueError as error:
+        raise Refused("Not a valid URL.") from error
+    schemes = ("https", "http") if allow_http else ("https",)
+    if parts.scheme not in schemes:
+        raise Refused("Must be an https URL." if not allow_http else "Must be an http(s) URL.")
+    if parts.username is not None or parts.password is not None:
+        raise Refused("Must not carry credentials (user:password@): use the signing secret.")
+    if not parts.hostname:
+        raise Refused("Must name a host.")
+    return parts
+
+
+def checked_addresses(
+    url: str, *, allow_http: bool, allowed: tuple[Network, ...] = ()
+) -> list[Address]:
+    """Every address `url`'s host resolves to, each one allowed; `Refused` otherwise (any
+    refused address refuses the URL: which one a client would reach is not ours to pick)."""
+    parts = parsed(url, allow_http=allow_http)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        found = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as error:
+        raise Refused(f"The host {parts.hostname!r} does not resolve.") from error
+    addresses = list(
+        dict.fromkeys(ipaddress.ip_address(info[4][0].split("%")[0]) for info in found)
+    )
+    for address in addresses:
+        why = refusal(address, allowed)
+        if why is not None:
+            raise Refused(f"The host {parts.hostname!r} resolves to {why} ({address}).")
+    return addresses
