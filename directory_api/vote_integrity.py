@@ -103,6 +103,12 @@ def send_reply_notice(vote: Vote, location: Location) -> bool:
     return True
 
 
+def location_mail(location: Location) -> str:
+    """How the outbox names a location's business votes' mail: its held ones are listed by
+    it, and they go with the location."""
+    return f"location:{location.id}"
+
+
 def about(vote: Vote) -> str:
     """How the outbox names a vote's messages, which go with it."""
     return f"vote:{vote.id}"
@@ -176,7 +182,7 @@ def solved_for(location: Location, payload: Any) -> Solution:
     solution = verify(payload, challenge_key())
     if solution.params.get("location") != location.slug:
         raise Refused("The challenge was for another location.")
-    if not use_once(f"challenge:{solution.challenge}", solution.expires):
+    if not use_once(solution.challenge, solution.expires):  # 64 hex digits: its own name
         raise Refused("This solution was used already: solve a new challenge.")
     return solution
 

@@ -421,3 +421,87 @@ def test_the_widget_is_served_pinned_and_loadable_from_any_site(client):
     pinned = dict(line.split(": ", 1) for line in about.read_text().splitlines())
     assert hashlib.sha256(response.get_data()).hexdigest() == pinned["sha256"]
     assert b"export{" in response.get_data()  # an ES module: <script type="module">
+
+
+def hostile(payload: bytes) -> str:
+    return base64.b64encode(payload).decode()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        hostile(b"[" * 1500),  # nested past the JSON parser's depth, within the size cap
+        hostile(
+            json.dumps(
+                {
+                    "algorithm": "SHA-256",
+                    "challenge": "\ud800",
+                    "number": 1,
+                    "salt": "a&",
+                    "signature": "0" * 64,
+                }
+            ).encode()
+        ),
+        hostile(
+            json.dumps(
+                {
+                    "algorithm": "SHA-256",
+                    "challenge": "0" * 64,
+                    "number": 1,
+                    "salt": "a&",
+                    "signature": "é" * 64,
+                }
+            ).encode()
+        ),
+        hostile(
+            json.dumps(
+                {
+                    "algorithm": "SHA-256",
+                    "challenge": "0" * 64,
+                    "number": 1,
+                    "salt": "\ud800&",
+                    "signature": "0" * 64,
+                }
+            ).encode()
+        ),
+    ],
+)
+def test_a_hostile_solution_is_refused_never_a_500(required, payload):
+    assert_problem(post(required.test_client(), altcha=payload), 422)
+
+
+def test_without_redis_the_marks_are_rows_of_the_database(app_factory):
+    """The embedded default (and any deployment without REDIS_URL), on this database."""
+    app = app_factory(VOTE_CHALLENGE="required", REDIS_URL=None, SESSION_TYPE="cachelib")
+    with app.app_context():
+        make_location("harbour", email="desk@harbour.example")
+        client = app.test_client()
+        solution = solve(client)
+        assert post(client, altcha=solution).status_code == 201
+        assert_problem(post(client, yourEmail="b@example.org", altcha=solution), 422)
+        from directory_api.models import UsedOnce
+
+        assert db.session.scalar(select(db.func.count()).select_from(UsedOnce)) == 1
+
+
+def test_a_held_employer_vote_mails_no_receipt(required):
+    client = required.test_client()
+    post(client, yourEmail="victim@example.net", altcha=solve(client), website="x")
+    assert queued_mail("victim@example.net") == []
+    post(client, yourEmail="person@example.net", altcha=solve(client))
+    assert [m.template for m in queued_mail("person@example.net")] == ["vote_receipt"]
+
+
+def test_held_mail_goes_with_its_location(held_app):
+    app, _ = held_app
+    held_submission(app)
+    from directory_api.models import Location
+
+    from .conftest import signed_in
+    from .factories import make_user
+
+    make_user("root@example.com", is_super=True)
+    root = signed_in(app, "root@example.com")
+    assert root.delete("/locations/slug/harbour").status_code == 204
+    assert db.session.scalar(select(OutboxMessage.id)) is None
+    assert db.session.scalar(select(Location.id)) is None

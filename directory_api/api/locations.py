@@ -13,6 +13,7 @@ from ..models import Business, Employer, Location, Membership, Region, User, Use
 from ..models.api_token import Scope
 from ..platform.errors import abort
 from ..platform.extensions import db
+from ..platform.outbox import forget_messages_about
 from ..platform.page_queries import paginate
 from ..platform.pagination import sort_fields
 from ..schemas.locations import (
@@ -22,6 +23,7 @@ from ..schemas.locations import (
     LocationOut,
     LocationUpdate,
 )
+from ..vote_integrity import location_mail
 from .changes import create_named, refuse_if_used, update_named
 from .lookups import by_slug_or_422, get_or_404, id_by_slug, named_by_path
 
@@ -105,6 +107,7 @@ def delete_location(location: Location):
             "votes": select(Vote.id).where(Vote.location_id == location.id),
         },
     )
+    forget_messages_about(location_mail(location))  # its business votes' mail, held ones too
     invited = db.session.scalars(
         select(User)
         .join(Membership, Membership.user_id == User.id)

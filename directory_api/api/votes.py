@@ -187,7 +187,8 @@ def submit_employer(data, location: Location):
         **data,
     )
     integrity.mark_duplicate(vote)  # recorded for staff; the answer is the same either way
-    integrity.send_receipt(vote, location, typed_email)
+    if not suspect:  # a held one mails no one: the address may be anybody's
+        integrity.send_receipt(vote, location, typed_email)
     db.session.add(vote)
     db.session.flush()
     return {"id": vote.id, "status": "received"}
@@ -219,7 +220,7 @@ def mail_vote(location: Location, kind: VoteType, data: dict[str, Any]) -> dict[
         recipients,
         "vote",
         reply_to=data["your_email"],
-        about=held_about(location),
+        about=integrity.location_mail(location),
         location=location,
         label=LABELS[kind],
         vote=SimpleNamespace(**data),
@@ -232,12 +233,6 @@ def mail_vote(location: Location, kind: VoteType, data: dict[str, Any]) -> dict[
         db.session.flush()  # assigns the id the log line names
         log.error("vote for %s has no recipient; outbox message %s", location.slug, message.id)
     return {"status": "queued"}
-
-
-def held_about(location: Location) -> str:
-    """How the outbox names a location's business votes' mail: its held ones are listed by
-    it, and they go with the location."""
-    return f"location:{location.id}"
 
 
 @bp.get("/challenge")
@@ -254,7 +249,8 @@ HeldArgs = ListArgs.sorted_by({"createdAt": OutboxMessage.created_at}, default="
 
 def held_messages(location: Location) -> Select:
     return select(OutboxMessage).where(
-        OutboxMessage.about == held_about(location), OutboxMessage.status == OutboxStatus.HELD
+        OutboxMessage.about == integrity.location_mail(location),
+        OutboxMessage.status == OutboxStatus.HELD,
     )
 
 

@@ -18,6 +18,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -28,6 +29,8 @@ ALGORITHM = "SHA-256"
 LIFETIME = timedelta(minutes=10)
 MAX_PAYLOAD = 2048  # characters of base64: a solution is about 300
 MAX_NUMBER = 10**12  # beyond any challenge's: the number's text stays short
+HEX_DIGEST = re.compile("[0-9a-f]{64}")
+MAX_SALT = 512
 FIELDS = {"algorithm": str, "challenge": str, "number": int, "salt": str, "signature": str}
 
 
@@ -80,13 +83,19 @@ def verify(payload: Any, key: bytes, now: datetime | None = None) -> Solution:
         raise Refused("Not a solution: send the widget's value as it is.")
     try:
         data = json.loads(base64.b64decode(payload, validate=True))
-    except (binascii.Error, ValueError) as error:
+    except (binascii.Error, ValueError, RecursionError) as error:  # nested a thousand deep
         raise Refused("Not a solution: send the widget's value as it is.") from error
     if not isinstance(data, dict) or any(
         type(data.get(name)) is not kind for name, kind in FIELDS.items()
     ):
         raise Refused("Not a solution: send the widget's value as it is.")
     challenge, salt, number = data["challenge"], data["salt"], data["number"]
+    # What this service issues is ASCII (hex digests, a hex salt with its query): anything
+    # else is no solution of its, and would not even hash or compare as text.
+    if not all(HEX_DIGEST.fullmatch(data[name]) for name in ("challenge", "signature")) or not (
+        salt.isascii() and len(salt) <= MAX_SALT
+    ):
+        raise Refused("Not a solution of a challenge of this service.")
     if (
         data["algorithm"] != ALGORITHM
         or not 0 <= number <= MAX_NUMBER

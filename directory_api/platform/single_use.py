@@ -45,21 +45,25 @@ def init_single_use(app: Flask) -> None:
 def use_once(key: str, until: datetime) -> bool:
     """True the first time `key` (at most KEY_LENGTH characters) is used before `until`;
     False every time after."""
+    if len(key) > KEY_LENGTH:  # the column's size: refused here on every database
+        raise ValueError(f"a single-use key has at most {KEY_LENGTH} characters")
     client = current_app.extensions["single_use_redis"]
     if client is not None:
         seconds = max(int((until - utcnow()).total_seconds()) + 1, 1)
         name = f"{current_app.config['RATELIMIT_KEY_PREFIX']}:used-once:{key}"
         return bool(client.set(name, 1, nx=True, ex=seconds))
     connection = db.session.connection()
-    inserted = connection.execute(_mark(connection.dialect.name), {"key": key, "expires_at": until})
-    return inserted.rowcount == 1
+    marked = connection.execute(_mark(connection.dialect.name), {"key": key, "expires_at": until})
+    return marked.first() is not None  # a row back: ours; none: the key was there
 
 
 @functools.cache
 def _mark(dialect: str) -> Any:
     """The insert of a mark that does nothing when the key is there, built once per
     database (building it and its cache key costs more than running it)."""
-    return INSERTS[dialect](UsedOnce.__table__).on_conflict_do_nothing()
+    table = UsedOnce.__table__
+    # RETURNING, not the row count: drivers may not count an insert's rows (psycopg: -1).
+    return INSERTS[dialect](table).on_conflict_do_nothing().returning(table.c.key)
 
 
 def purge_used_once(now: datetime | None = None) -> int:
