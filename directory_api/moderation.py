@@ -15,14 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flask import current_app
 from sqlalchemy import ColumnElement, and_
 
 from .models import Employer, Location, Vote
 from .platform.errors import abort, invalid
 from .platform.extensions import db
 from .schemas.votes import BULK_ACTIONS
-from .vote_integrity import delete_votes, locked
+from .vote_integrity import delete_votes, locked, refuse_unconfirmed_activation
 
 BULK_CAP = 5000
 
@@ -107,15 +106,8 @@ def moderate(
     """Apply `action` to every vote it changes, or to none (a refusal, or a dry run)."""
     rule = ACTIONS[action]
     changing = [vote for vote in votes if rule.changes(vote, employer)]
-    if action == "activate" and current_app.config["VOTE_REQUIRE_CONFIRMATION"]:
-        unconfirmed = sorted(str(vote.id) for vote in changing if not vote.confirmed)
-        if unconfirmed:
-            abort(
-                409,
-                "These votes are not confirmed by their submitters yet; they cannot be "
-                f"activated: {', '.join(unconfirmed)}.",
-                ids=unconfirmed,
-            )
+    if action == "activate":
+        refuse_unconfirmed_activation(changing)
     if not dry_run:
         rule.apply(changing, employer)
         db.session.flush()

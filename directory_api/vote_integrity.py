@@ -148,6 +148,21 @@ def vote_by_receipt(token: str) -> Vote:
     return vote
 
 
+def refuse_unconfirmed_activation(activated: Iterable[Vote]) -> None:
+    """Under VOTE_REQUIRE_CONFIRMATION, 409 naming the votes about to be activated that
+    their submitters have not confirmed (API.md 8, 15)."""
+    if not current_app.config["VOTE_REQUIRE_CONFIRMATION"]:
+        return
+    unconfirmed = sorted(str(vote.id) for vote in activated if not vote.confirmed)
+    if unconfirmed:
+        abort(
+            409,
+            "These votes are not confirmed by their submitters yet; they cannot be activated: "
+            f"{', '.join(unconfirmed)}.",
+            ids=unconfirmed,
+        )
+
+
 def confirm(vote: Vote) -> None:
     """Confirmed from now on; confirming again changes nothing (the first time stays)."""
     if not vote.confirmed:

@@ -409,9 +409,8 @@ def create_vote(data, location: Location):
 def update_vote(data, location: Location):
     """Moderate the vote named by `id`: activate, link an employer, correct the text."""
     vote = vote_of(location, data.pop("id"))
-    activating = data.get("active") is True and not vote.active
-    if activating and not vote.confirmed and current_app.config["VOTE_REQUIRE_CONFIRMATION"]:
-        abort(409, "This vote is not confirmed by its submitter yet; it cannot be activated.")
+    if data.get("active") is True and not vote.active:
+        integrity.refuse_unconfirmed_activation([vote])
     resolve_employer(location, data)
     apply_changes(vote, data)
     db.session.commit()
