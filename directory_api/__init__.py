@@ -14,7 +14,7 @@ from config import get_config
 from . import audit, listing_pages, models, search, vote_integrity
 from .credentials import init_password_hasher
 from .endpoints import check_declared
-from .platform import reads
+from .platform import reads, single_use
 from .platform.at_once import init_slots
 from .platform.autogenerate import include_in_migrations
 from .platform.bodies import APIRequest
@@ -138,6 +138,7 @@ def register_listeners() -> None:
     and reads refusing to write. Once per process, however many apps it builds."""
     for module in (
         reads,
+        single_use,
         models.listing,
         listing_pages,
         audit,

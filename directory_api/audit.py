@@ -13,8 +13,9 @@
   (an offer deleted through the session is withdrawn). An invitation that creates an
   account is recorded as its grant. Accepting an offer is an entry even when it changes
   nothing.
-- Sign-in, failed sign-in and sign-out change no audited field: the views say so with
-  `record` (and a failed sign-in commits its entry before answering 401).
+- Sign-in, failed sign-in and sign-out change no audited field, nor does staff's release
+  or discard of a held message (`mail.release|discard`): the views say so with `record`
+  (and a failed sign-in commits its entry before answering 401).
 
 Whose change: the signed-in user's. A password or an address is changed only by its
 account (with its password or through a mailed link), which is then the actor. With nobody
@@ -59,6 +60,8 @@ def _declared() -> dict[type, Audit]:
 
 
 AUDITED: dict[type, Audit] = _declared()
+# Targets that only `record` names (no audited model): a held message staff decide on.
+RECORDED_TYPES = frozenset({"mail"})
 
 
 def path_location() -> Location | None:
@@ -233,17 +236,25 @@ def acting_token_id(actor: User | None) -> uuid.UUID | None:
 
 
 def record(
-    action: str, target: User | None, actor: User | None = None, *, sign_in: bool = False
+    action: str,
+    target: Any,
+    actor: User | None = None,
+    *,
+    sign_in: bool = False,
+    target_type: str = "user",
+    location: Location | None = None,
 ) -> None:
     """An entry for an event that changes no audited field (sign-in, failed sign-in,
-    sign-out), written with the transaction's next commit. With `sign_in`, what signing in
-    changes of the account (a password rehash) is part of this event, not an entry."""
+    sign-out; a held message released or discarded), written with the transaction's next
+    commit. `target` is a user by default, else an object or id of `target_type`. With
+    `sign_in`, what signing in changes of the account (a password rehash) is part of this
+    event, not an entry."""
     transaction = _transaction(db.session())
     if sign_in and target is not None:
         transaction.signing_in.add(target.id)
         transaction.pending.pop((target, "change"), None)
     # An unknown address's failed sign-in targets no user: {"type": "user", "id": null}.
-    transaction.pending[object()] = Pending(action, "user", target, None, actor)
+    transaction.pending[object()] = Pending(action, target_type, target, location, actor)
 
 
 # The session events ----------------------------------------------------------------------------

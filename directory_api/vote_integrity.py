@@ -40,7 +40,7 @@ from .platform.errors import abort, invalid
 from .platform.extensions import db
 from .platform.outbox import forget_messages_about, queue_mail
 from .platform.proof_of_work import Refused, Solution, create_challenge, verify
-from .platform.single_use import use_once
+from .platform.single_use import StoreUnavailable, use_once
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +217,11 @@ def screen_submission(location: Location, data: dict[str, Any]) -> bool:
         log.warning("vote challenge (%s) at %s: %s", mode, location.slug, refused.reason)
         if mode == "required":
             invalid("altcha", refused.reason)
+        return False
+    except StoreUnavailable as error:  # no telling whether it was used: refused unless log
+        if mode == "required":
+            raise
+        log.warning("vote challenge (log) at %s unchecked: %s", location.slug, error)
         return False
     fill_time = (utcnow() - solution.issued).total_seconds()
     held = bool(honeypot) and fill_time < current_app.config["VOTE_MIN_FILL_SECONDS"]

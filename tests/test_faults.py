@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from directory_api.cli import run_worker
-from directory_api.models import OutboxMessage, OutboxStatus, Region, User, utcnow
+from directory_api.models import OutboxMessage, OutboxStatus, Region, User, Vote, utcnow
 from directory_api.platform.extensions import db
 from directory_api.platform.outbox import deliver_due, queue_mail
 from directory_api.platform.timeouts import unbounded
@@ -310,6 +310,36 @@ def test_a_frozen_redis_answers_503_within_bounds_and_recovers(redis_app, redis_
 
     assert client.get("/me/").status_code == 200  # the same session, no restart
     assert login(redis_app.test_client()).status_code == 200
+
+
+def test_a_stopped_redis_leaves_log_mode_votes_through_and_required_ones_503(
+    app_factory, redis_server
+):
+    """Single use is kept in Redis: with it down, `log` (which refuses nothing) takes the
+    vote unchecked; `required` cannot tell a used solution and answers 503. (Limits are
+    in memory here, so what is seen is the challenge's own store.)"""
+    from .test_public_forms import post, solve
+
+    settings = {
+        "REDIS_URL": redis_server.url,
+        "SESSION_TYPE": "cachelib",
+        "RATELIMIT_STORAGE_URI": "memory://",
+        "REDIS_CONNECT_TIMEOUT": 0.5,
+        "REDIS_TIMEOUT": 0.5,
+    }
+    logged = app_factory(VOTE_CHALLENGE="log", **settings)
+    required = app_factory(VOTE_CHALLENGE="required", **settings)
+    with logged.app_context():
+        make_location("harbour", email="desk@harbour.example")
+        solutions = [solve(logged.test_client()) for _ in range(2)]
+        redis_server.kill()
+        assert post(logged.test_client(), altcha=solutions[0]).status_code == 201
+    with required.app_context():
+        response, elapsed = timed(
+            post, required.test_client(), yourEmail="b@example.org", altcha=solutions[1]
+        )
+        assert_unavailable(response, elapsed, REDIS_BOUND)
+        assert db.session.scalar(select(func.count()).select_from(Vote)) == 1
 
 
 def test_with_the_default_settings_a_frozen_redis_answers_within_10_seconds(

@@ -202,12 +202,32 @@ def test_a_solution_is_used_once_across_instances(app_factory):
 
 
 def test_a_refused_submission_leaves_its_solution_unused(required):
-    """A submission refused for another field (without Redis: in the same transaction) may
-    be sent again, corrected, with the same solution."""
+    """A submission refused for another field may be sent again, corrected, with the same
+    solution."""
     client = required.test_client()
     solution = solve(client)
     assert_problem(post(client, altcha=solution, employer="no-such-employer"), 422)
     assert post(client, altcha=solution).status_code == 201
+
+
+def test_a_submission_that_fails_after_its_check_leaves_its_solution_unused(required, monkeypatch):
+    """Checked, then failed before its commit: nothing was kept, so the solution was not
+    used (Redis marks are deleted when the transaction ends uncommitted, as rows roll
+    back), and the widget's value may be sent again."""
+    from directory_api import vote_integrity
+
+    client = required.test_client()
+    solution = solve(client)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the receipt's template broke")
+
+    monkeypatch.setattr(vote_integrity, "send_receipt", broken)
+    assert_problem(post(client, altcha=solution), 500)
+    monkeypatch.undo()
+    assert post(client, altcha=solution).status_code == 201
+    assert_problem(post(client, yourEmail="b@example.org", altcha=solution), 422)
+    assert db.session.scalar(select(db.func.count()).select_from(Vote)) == 1
 
 
 # --- log and off -----------------------------------------------------------------------------
@@ -335,6 +355,16 @@ def test_a_held_business_vote_never_reaches_smtp_until_released(held_app):
     send_outbox(app)
     assert [m["To"] for m in catcher.messages] == ["desk@harbour.example"]
     assert_problem(staff.post(VOTES + f"held/id/{message['id']}/release"), 404)
+    assert_moderation_audited(staff, "mail.release", message["id"])
+
+
+def assert_moderation_audited(staff, action: str, message_id: str) -> None:
+    """Staff's decision is an audit entry at the location: who, what, which message."""
+    [entry] = staff.get(f"/locations/harbour/audit/?action={action}").get_json()["items"]
+    assert entry["actor"]["email"] == "owner@example.com"
+    assert entry["target"] == {"type": "mail", "id": message_id, "slug": None}
+    assert entry["location"] == "harbour"
+    assert entry["changes"] == {}
 
 
 def test_a_discarded_held_vote_is_gone_unsent(held_app):
@@ -346,6 +376,7 @@ def test_a_discarded_held_vote_is_gone_unsent(held_app):
     assert db.session.get(OutboxMessage, uuid.UUID(message["id"])) is None
     send_outbox(app)
     assert catcher.messages == []
+    assert_moderation_audited(staff, "mail.discard", message["id"])
 
 
 def test_held_mail_of_another_location_is_404(held_app):

@@ -603,6 +603,26 @@ def test_submissions_are_rate_limited_per_ip(app_factory):
         assert len(queued_mail(template="vote")) == 2
 
 
+def test_an_ipv6_client_is_limited_by_its_64_network(app_factory):
+    """One subscriber holds a whole /64: a fresh address in it is no fresh allowance. An
+    IPv4 client seen through an IPv6 socket is its IPv4 address."""
+    app = app_factory(RATELIMIT_VOTES_PER_IP="2/hour")
+    with app.app_context():
+        make_location("harbour", email="votes@harbour.example")
+        client = app.test_client()
+
+        def from_address(address: str):
+            return submit(client, "btoc", environ_base={"REMOTE_ADDR": address})
+
+        assert from_address("2001:db8:5:6::1").status_code == 202
+        assert from_address("2001:db8:5:6:ffff:1:2:3").status_code == 202
+        assert_problem(from_address("2001:db8:5:6::abcd"), 429)
+        assert from_address("2001:db8:5:7::1").status_code == 202  # the next /64
+        assert from_address("192.0.2.44").status_code == 202
+        assert from_address("192.0.2.44").status_code == 202
+        assert_problem(from_address("::ffff:192.0.2.44"), 429)
+
+
 def test_the_default_limit_is_ten_submissions_an_hour(client, world):
     statuses = [submit(client, "btoc").status_code for _ in range(11)]
     assert statuses == [202] * 10 + [429]

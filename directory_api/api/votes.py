@@ -14,7 +14,7 @@ from flask_login import current_user
 from sqlalchemy import Row, Select, bindparam, func, literal_column, select, tuple_
 from sqlalchemy.orm import joinedload
 
-from .. import moderation
+from .. import audit, moderation
 from .. import vote_integrity as integrity
 from ..access import has_location_access, located
 from ..endpoints import Access, Answer, endpoint
@@ -286,6 +286,7 @@ def release_held(location: Location, message_id: uuid.UUID):
         message.status, message.next_attempt_at = OutboxStatus.PENDING, utcnow()
     else:  # as when it was queued without one: kept, for an operator to route by hand
         message.status, message.last_error = OutboxStatus.FAILED, NO_RECIPIENT
+    record_held(message, "release", location)
     db.session.commit()
 
 
@@ -293,8 +294,17 @@ def release_held(location: Location, message_id: uuid.UUID):
 @endpoint(status=204, access=Access.ACCESS, scope=Scope.VOTES_MODERATE, not_found=True)
 def discard_held(location: Location, message_id: uuid.UUID):
     """Delete a held message unsent."""
-    db.session.delete(held_message(location, message_id))
+    message = held_message(location, message_id)
+    record_held(message, "discard", location)
+    db.session.delete(message)
     db.session.commit()
+
+
+def record_held(message: OutboxMessage, verb: str, location: Location) -> None:
+    """Staff's decision on a held message is a moderation act: one audit entry."""
+    audit.record(
+        f"mail.{verb}", message.id, audit.acting_user(), target_type="mail", location=location
+    )
 
 
 def filter_votes(stmt: Select, args: dict[str, Any], location: Location, access: bool) -> Select:

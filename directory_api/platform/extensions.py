@@ -1,5 +1,7 @@
 """Extension objects only; create_app() binds them to an application."""
 
+import ipaddress
+
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from flask_login import LoginManager
@@ -41,5 +43,24 @@ migrate = Migrate(
 )
 login_manager = SessionLoginManager()
 mail = Mail()
-# Behind a proxy, ProxyFix (PROXY_FIX_X_FOR) makes remote_addr the real client.
-limiter = Limiter(key_func=get_remote_address)
+
+
+def client_network() -> str:
+    """Key of the per-IP limits: the client's IPv4 address, or the /64 network of its IPv6
+    one. A subscriber or a rented server gets a whole /64, so keyed by its full address one
+    client could spend a fresh allowance per address, without end. An IPv4 client reaching
+    an IPv6 socket (`::ffff:192.0.2.1`) is its IPv4 address. Behind a proxy, ProxyFix
+    (PROXY_FIX_X_FOR) makes remote_addr the real client."""
+    address = get_remote_address()
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])  # no zone (`%eth0`)
+    except ValueError:
+        return address  # not an address (a test client's): as it is
+    if ip.version == 4:
+        return str(ip)
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ipaddress.IPv6Network((ip, 64), strict=False))
+
+
+limiter = Limiter(key_func=client_network)

@@ -6,11 +6,10 @@ from collections.abc import Callable
 
 from flask import Flask, Response, current_app, request
 from flask_limiter import Limiter
-from flask_limiter.util import get_remote_address
 from flask_login import current_user
 
 from .email_addresses import normalize_email
-from .extensions import limiter
+from .extensions import client_network, limiter
 
 log = logging.getLogger(__name__)
 LIMIT_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
@@ -29,7 +28,7 @@ def email_in_body() -> str:
     email = body.get("email") if isinstance(body, dict) else None
     if isinstance(email, str) and email.strip():
         return "email:" + normalize_email(email)[:254]
-    return "ip:" + get_remote_address()
+    return "ip:" + client_network()
 
 
 def signed_in_account() -> str:

@@ -2,11 +2,16 @@
 
 With `REDIS_URL` the marks are Redis keys (`SET NX` with their expiry: one round trip, and
 they go by themselves). Without it they are rows of the database (`used_once`, an insert
-that does nothing when the key is there), in the request's transaction: a request that
-fails marks nothing; `purge_used_once` deletes the expired ones (the outbox worker's
-housekeeping). Either way two requests racing with one key: one wins.
+that does nothing when the key is there), in the request's transaction; `purge_used_once`
+deletes the expired ones (the outbox worker's housekeeping). Either way two requests racing
+with one key: one wins, and a request whose transaction does not commit (refused for
+another field, failed) leaves its keys unused: the row goes with the rollback, the Redis
+key is deleted when the transaction ends (`LISTENERS`), so the client may send them again.
+A Redis that does not answer raises `StoreUnavailable` (a 503, unless the caller can do
+without the check).
 """
 
+import contextlib
 import functools
 from datetime import datetime
 from typing import Any
@@ -15,13 +20,16 @@ import redis
 from flask import Flask, current_app
 from sqlalchemy import String, delete
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Session, SessionTransaction, mapped_column
 
 from .extensions import db
 from .timeouts import redis_options
 from .types import UTCDateTime, utcnow
 
 KEY_LENGTH = 64
+# The Redis keys marked in a session's transaction that has not committed yet.
+MARKED = "single_use_marked"
+StoreUnavailable = redis.RedisError
 
 
 class UsedOnce(db.Model):
@@ -51,7 +59,10 @@ def use_once(key: str, until: datetime) -> bool:
     if client is not None:
         seconds = max(int((until - utcnow()).total_seconds()) + 1, 1)
         name = f"{current_app.config['RATELIMIT_KEY_PREFIX']}:used-once:{key}"
-        return bool(client.set(name, 1, nx=True, ex=seconds))
+        if not client.set(name, 1, nx=True, ex=seconds):
+            return False
+        db.session().info.setdefault(MARKED, []).append((client, name))
+        return True
     connection = db.session.connection()
     marked = connection.execute(_mark(connection.dialect.name), {"key": key, "expires_at": until})
     return marked.first() is not None  # a row back: ours; none: the key was there
@@ -71,3 +82,26 @@ def purge_used_once(now: datetime | None = None) -> int:
     return db.session.execute(
         delete(UsedOnce).where(UsedOnce.expires_at < (now or utcnow()))
     ).rowcount
+
+
+def _committed(session: Session) -> None:
+    """The transaction that used them committed: the Redis marks stay."""
+    session.info.pop(MARKED, None)
+
+
+def _ended(session: Session, transaction: SessionTransaction) -> None:
+    """A transaction that ended without committing: its Redis marks are deleted, as a
+    rollback deletes the rows (best effort: a Redis gone since keeps them, which refuses a
+    retry, never admits a second use)."""
+    if transaction.parent is not None:
+        return
+    for client, name in session.info.pop(MARKED, ()):
+        with contextlib.suppress(redis.RedisError):
+            client.delete(name)
+
+
+# Registered by create_app (events.py).
+LISTENERS = (
+    (Session, "after_commit", _committed, {}),
+    (Session, "after_transaction_end", _ended, {}),
+)

@@ -32,6 +32,7 @@ class AuditTarget(Schema):
                 "user",
                 "token",
                 "webhook",
+                "mail",
             ]
         },
     )
