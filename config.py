@@ -295,8 +295,10 @@ class Config:
 
     # Webhooks (API.md 16): how long a receiver has to answer, whether plain http receivers
     # are allowed (never in production), the private networks receivers may be in (CIDRs,
-    # comma-separated; none by default), and how long the delivery log is kept.
+    # comma-separated; none by default), how long the delivery log is kept, and how many
+    # deliveries one outbox worker makes at once (threads beside its mail).
     WEBHOOK_TIMEOUT = env_float("WEBHOOK_TIMEOUT", 15.0)
+    WEBHOOK_WORKERS = env_int("WEBHOOK_WORKERS", 4)
     WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", False)
     WEBHOOK_ALLOWED_NETWORKS = env_list("WEBHOOK_ALLOWED_NETWORKS")
     WEBHOOK_LOG_DAYS = env_int("WEBHOOK_LOG_DAYS", 30)

@@ -54,6 +54,8 @@ SCENARIOS = {
     "vote": ("POST", "/locations/bench-100k/votes/submit/employer", VOTE),
     # The same with a solved challenge (API.md 17): each request a solution of its own.
     "vote_solved": ("POST", "/locations/bench-100k/votes/submit/employer", VOTE),
+    # The same with one webhook subscription listening (API.md 16): its event is written.
+    "vote_hooked": ("POST", "/locations/bench-100k/votes/submit/employer", VOTE),
     "export_1k": ("GET", "/locations/bench-1k/businesses/export.csv", None),
 }
 SIGNED_IN = {"me", "summary_100k"}
@@ -157,6 +159,7 @@ def drive(requests: int, names: list[str]) -> None:
             for number in range(WARM_UP + count)
         ]
         expected = "304" if name == "revalidate_1k" else ("201", "202", "200")
+        hook = subscribe(call_service, cookie) if name == "vote_hooked" else None
         for environ in environs[:WARM_UP]:
             status, _, _ = caller(environ)
             assert status.startswith(expected), (name, status)
@@ -164,6 +167,23 @@ def drive(requests: int, names: list[str]) -> None:
         for environ in environs[WARM_UP:]:
             caller(environ)
         marks.cg_stop_and_dump(f"{name}:{count}".encode())
+        if hook is not None:  # and its deliveries with it: other scenarios have none
+            call_service(call_service.environ("DELETE", hook, None, {"Cookie": cookie}))
+
+
+def subscribe(call_service: Caller, cookie: str) -> str:
+    """A subscription of bench-100k to submitted votes (its receiver is never called
+    here); the path to delete it by."""
+    status, _, made = call_service(
+        call_service.environ(
+            "POST",
+            "/locations/bench-100k/webhooks/",
+            {"url": "https://93.184.216.34/hooks", "events": ["vote.submitted"]},
+            {"Cookie": cookie},
+        )
+    )
+    assert status.startswith("201"), (status, made)
+    return f"/locations/bench-100k/webhooks/id/{json.loads(made)['id']}"
 
 
 def solved(app) -> str:

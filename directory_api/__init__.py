@@ -34,6 +34,7 @@ from .platform.single_use import init_single_use
 from .platform.slugs import SlugConverter
 from .platform.timeouts import bound_postgresql, database_engine_options, redis_options
 from .protection import register_protection
+from .webhooks import events as webhook_events
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -134,7 +135,8 @@ def register_extensions(app: Flask) -> None:
 
 def register_listeners() -> None:
     """What keeps derived data in step within the change's own transaction: listing counts
-    and revisions, search columns, votes' counts and revisions, the audit log;
+    and revisions, search columns, votes' counts and revisions, the audit log, webhook
+    events;
     and reads refusing to write. Once per process, however many apps it builds."""
     for module in (
         reads,
@@ -144,6 +146,7 @@ def register_listeners() -> None:
         audit,
         search,
         vote_integrity,
+        webhook_events,
     ):
         listen(module.LISTENERS)
 

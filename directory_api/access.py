@@ -19,7 +19,7 @@ from flask_login import current_user
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-from sqlalchemy.orm import lazyload
+from sqlalchemy.orm import lazyload, undefer
 
 from .models import ApiToken, Location, Membership, Role, User
 from .models.api_token import INCLUDED, Scope
@@ -98,10 +98,16 @@ LOCATION_BY_SLUG = (
 )
 
 
+# A write loads with it whether webhooks listen to the location (webhooks/events.py).
+LOCATION_TO_CHANGE = LOCATION_BY_SLUG.options(undefer(Location.listened))
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 def get_location_or_404(slug: str) -> Location:
     """The location a path names: the lookup of every /locations/:slug/… endpoint (or, for
     one that loads more with it, `located`)."""
-    return located(db.session.scalar(LOCATION_BY_SLUG, {"slug": slug}), slug)
+    stmt = LOCATION_BY_SLUG if request.method in READS else LOCATION_TO_CHANGE
+    return located(db.session.scalar(stmt, {"slug": slug}), slug)
 
 
 def located(location: Location | None, slug: str) -> Location:

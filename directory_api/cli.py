@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 import click
-from flask import current_app
+from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from marshmallow import ValidationError
 from sqlalchemy import select
@@ -25,6 +25,7 @@ from .privacy import erase, export, rekey_outbox, run_retention
 from .schemas.fields import Email
 from .schemas.passwords import password_problems
 from .vote_integrity import recount_votes
+from .webhooks.delivery import deliver_due_webhooks, purge_webhook_log
 
 # The worker logs as the outbox it serves (what operators filter on).
 log = logging.getLogger("directory_api.platform.outbox")
@@ -130,9 +131,17 @@ def purge_used_challenges() -> None:
         log.info("purged %d expired marks of used solutions", purged)
 
 
+def purge_webhook_deliveries() -> None:
+    """Deliveries past WEBHOOK_LOG_DAYS, once over."""
+    purged = purge_webhook_log()
+    if purged:
+        log.info("purged %d webhook deliveries past WEBHOOK_LOG_DAYS", purged)
+
+
 HOUSEKEEPING: list[tuple[float, Callable[[], object]]] = [
     (3600.0, purge_idempotency_keys),
     (3600.0, purge_used_challenges),
+    (3600.0, purge_webhook_deliveries),
     (3600.0, notice_expiring_tokens),
     (86400.0, run_retention),
 ]
@@ -141,31 +150,78 @@ HOUSEKEEPING: list[tuple[float, Callable[[], object]]] = [
 def run_worker(
     interval: float, stop_after: int | None = None, stop: threading.Event | None = None
 ) -> None:
-    """Deliver forever (or for `stop_after` passes, or until `stop` is set), sleeping
-    `interval` seconds when idle, and do the housekeeping when it is due. An outage of the
-    database or of SMTP never ends it: a failed pass is logged and retried with backoff,
-    and delivery resumes on its own."""
+    """Deliver forever (or for `stop_after` passes of the mail, or until `stop` is set),
+    sleeping `interval` seconds when idle: mail and housekeeping in this thread, webhooks
+    in WEBHOOK_WORKERS threads of their own (a slow receiver never delays mail). An outage
+    of the database, of SMTP or of a receiver never ends it: a failed pass is logged and
+    retried with backoff, and delivery resumes on its own."""
     stop = stop or threading.Event()
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    threads = [
+        threading.Thread(
+            target=deliver_webhooks, args=(app, interval, stop), name=f"webhooks-{n}", daemon=True
+        )
+        for n in range(app.config["WEBHOOK_WORKERS"])
+    ]
+    for thread in threads:
+        thread.start()
+    last_done = [-period for period, _ in HOUSEKEEPING]
+
+    def mail_pass() -> int:
+        for index, (period, task) in enumerate(HOUSEKEEPING):
+            if time.monotonic() - last_done[index] >= period:
+                task()
+                last_done[index] = time.monotonic()
+        report = deliver_due()
+        return report.sent + report.failed
+
+    try:
+        run_passes(mail_pass, "outbox", interval, stop, stop_after)
+    finally:
+        stop.set()
+        for thread in threads:  # each ends its delivery first (bounded by its timeout)
+            thread.join(app.config["WEBHOOK_TIMEOUT"] + 5)
+
+
+def deliver_webhooks(app: Flask, interval: float, stop: threading.Event) -> None:
+    """One webhook thread of the worker: deliver what is due until `stop` is set."""
+    with app.app_context():
+        try:
+            run_passes(webhook_pass, "webhook", interval, stop)
+        finally:
+            db.session.remove()
+
+
+def webhook_pass() -> int:
+    report = deliver_due_webhooks()
+    return report.delivered + report.failed
+
+
+def run_passes(
+    work: Callable[[], int],
+    what: str,
+    interval: float,
+    stop: threading.Event,
+    stop_after: int | None = None,
+) -> None:
+    """Call `work` (which answers how much it did) until `stop` is set, or `stop_after`
+    times; wait `interval` after a pass that did nothing, and back off after one that
+    failed (the database went away mid-pass, most likely)."""
     passes = 0
     retry = WORKER_RETRY_FIRST
-    last_done = [-period for period, _ in HOUSEKEEPING]
     while not stop.is_set() and (stop_after is None or passes < stop_after):
         passes += 1
         try:
-            for index, (period, task) in enumerate(HOUSEKEEPING):
-                if time.monotonic() - last_done[index] >= period:
-                    task()
-                    last_done[index] = time.monotonic()
-            report = deliver_due()
-        except Exception as error:  # the database went away mid-pass, most likely
+            done = work()
+        except Exception as error:
             db.session.rollback()
             db.session.remove()
-            log.error("outbox pass failed (%s); retrying in %gs", describe(error), retry)
+            log.error("%s pass failed (%s); retrying in %gs", what, describe(error), retry)
             stop.wait(retry)
             retry = min(retry * 2, WORKER_RETRY_CAP)
             continue
         retry = WORKER_RETRY_FIRST
-        if report.sent == 0 and report.failed == 0:
+        if not done:
             stop.wait(interval)
 
 
@@ -180,15 +236,19 @@ outbox = AppGroup("outbox", help="Deliver the mail waiting in the outbox.")
 
 @outbox.command("send")
 def outbox_send() -> None:
-    """Deliver every due message once, then exit."""
+    """Deliver every due message and webhook once, then exit."""
     report = deliver_due()
-    click.echo(f"sent {report.sent}, failed {report.failed}")
+    hooks = deliver_due_webhooks()
+    click.echo(
+        f"sent {report.sent}, failed {report.failed}; "
+        f"webhooks delivered {hooks.delivered}, failed {hooks.failed}"
+    )
 
 
 @outbox.command("worker")
 @click.option("--interval", default=5.0, show_default=True, help="Seconds to wait when idle.")
 def outbox_worker(interval: float) -> None:
-    """Deliver mail continuously (several workers may run at once)."""
+    """Deliver mail and webhooks continuously (several workers may run at once)."""
     click.echo(f"outbox worker: polling every {interval:g}s when idle")
     run_worker(interval)
 

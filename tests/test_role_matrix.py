@@ -35,6 +35,7 @@ Reading API.md (section 2 "Roles", then each endpoint's section), where it neede
   limited to a place, expired, revoked): none ever gets more than its user's session.
 """
 
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -227,6 +228,16 @@ def webhook_rows(rule: str, here: str, who: tuple[str, ...]) -> Rows:
         (f"{rule}/id/<uuid:webhook_id>", "DELETE"): Case(one, only(204, who), needs=needs),
         (f"{rule}/id/<uuid:webhook_id>/rotate-secret", "POST"): Case(
             f"{one}/rotate-secret", only(200, who), needs=needs
+        ),
+        (f"{rule}/id/<uuid:webhook_id>/deliveries/", "GET"): Case(
+            f"{one}/deliveries/", only(200, who), needs=needs
+        ),
+        (
+            f"{rule}/id/<uuid:webhook_id>/deliveries/id/<uuid:delivery_id>/redeliver",
+            "POST",
+        ): Case(f"{one}/deliveries/id/{{delivery}}/redeliver", only(202, who), needs=needs),
+        (f"{rule}/id/<uuid:webhook_id>/test", "POST"): Case(
+            f"{one}/test", only(202, who), needs=needs
         ),
     }
 
@@ -589,13 +600,13 @@ def build_world(app: Flask, world: dict, needs: tuple[str, ...]) -> dict[str, st
         values["held"] = held_message(harbour)
     for need, location in (("webhook", harbour), ("global_webhook", None)):
         if need in needs:
-            values["webhook"] = webhook_at(location)
+            values["webhook"], values["delivery"] = webhook_at(location)
     return values
 
 
-def webhook_at(location) -> str:
-    """A webhook subscription of `location` (None: a global one)."""
-    from directory_api.models import WebhookSubscription
+def webhook_at(location) -> tuple[str, str]:
+    """A webhook subscription of `location` (None: a global one), and a delivery of it."""
+    from directory_api.models import WebhookDelivery, WebhookSubscription
 
     webhook = WebhookSubscription(
         location_id=location.id if location is not None else None,
@@ -604,8 +615,13 @@ def webhook_at(location) -> str:
         secret="whsec_" + "A" * 44,
     )
     db.session.add(webhook)
+    db.session.flush()
+    delivery = WebhookDelivery(
+        subscription_id=webhook.id, event_id=uuid.uuid4(), type="webhook.test", payload="{}"
+    )
+    db.session.add(delivery)
     db.session.commit()
-    return str(webhook.id)
+    return str(webhook.id), str(delivery.id)
 
 
 def held_message(location) -> str:

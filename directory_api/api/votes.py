@@ -75,6 +75,7 @@ from ..schemas.votes import (
     VoteUpdate,
 )
 from ..search import fold
+from ..webhooks import events as webhook_events
 from .changes import apply_changes, created
 from .lookups import id_by_slug, named_or_422
 
@@ -605,5 +606,7 @@ def confirm_vote(token: str):
 @endpoint(status=204, limits=(token_endpoints,))
 def withdraw_vote(token: str):
     """Withdraw your vote with the token from its receipt: it and your details are deleted."""
-    integrity.delete_vote(integrity.vote_by_receipt(token))
+    vote = integrity.vote_by_receipt(token)
+    webhook_events.withdrawing(vote, db.session())
+    integrity.delete_vote(vote)
     db.session.commit()

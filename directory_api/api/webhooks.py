@@ -19,7 +19,7 @@ from flask import Blueprint, current_app
 from sqlalchemy import Select, func, select
 
 from ..endpoints import Access, Answer, endpoint
-from ..models import Location, WebhookSubscription, utcnow
+from ..models import Location, WebhookDelivery, WebhookSubscription, utcnow
 from ..models.api_token import Scope
 from ..models.webhook import GLOBAL_EVENTS, LOCATION_EVENTS, PER_LOCATION
 from ..platform.errors import abort, invalid
@@ -28,16 +28,23 @@ from ..platform.page_queries import paginate
 from ..platform.pagination import ListArgs
 from ..platform.ssrf import Refused, checked_addresses, parse_networks
 from ..schemas.webhooks import (
+    DeliveryArgs,
+    DeliveryOut,
     NewWebhookOut,
     WebhookIn,
     WebhookOut,
     WebhookSecretOut,
     WebhookUpdate,
 )
+from ..webhooks.delivery import redeliver
+from ..webhooks.events import test_delivery
 from .changes import apply_changes, created
 from .lookups import get_or_404
 
 ROTATION_OVERLAP = timedelta(hours=24)
+DeliveryLogArgs = DeliveryArgs.sorted_by(
+    {"createdAt": WebhookDelivery.created_at}, default="-createdAt"
+)
 WebhookArgs = ListArgs.sorted_by(
     {"createdAt": WebhookSubscription.created_at, "url": WebhookSubscription.url},
     default="createdAt",
@@ -158,6 +165,48 @@ def webhooks_blueprint(located: bool) -> Blueprint:
         return Answer(
             {"secret": webhook.secret, "previous_valid_until": webhook.previous_secret_until}
         )
+
+    @bp.get("/id/<uuid:webhook_id>/deliveries/")
+    @endpoint(response=DeliveryOut, query=DeliveryLogArgs, paged=True, **manage)
+    def list_deliveries(
+        args: dict[str, Any], webhook_id: uuid.UUID, location: Location | None = None
+    ):
+        """Its delivery log, newest first (kept WEBHOOK_LOG_DAYS): each event, its attempts
+        and the receiver's last answer."""
+        webhook = subscription(location, webhook_id)
+        stmt = select(WebhookDelivery).where(WebhookDelivery.subscription_id == webhook.id)
+        if "status" in args:
+            stmt = stmt.where(WebhookDelivery.status == args["status"])
+        return paginate(stmt, args)
+
+    @bp.post("/id/<uuid:webhook_id>/deliveries/id/<uuid:delivery_id>/redeliver")
+    @endpoint(response=DeliveryOut, status=202, **manage)
+    def redeliver_delivery(
+        webhook_id: uuid.UUID, delivery_id: uuid.UUID, location: Location | None = None
+    ):
+        """Send an event again, as a new delivery with the same `webhook-id` (the receiver
+        may drop it as a repeat), due now."""
+        webhook = subscription(location, webhook_id)
+        delivery = get_or_404(
+            WebhookDelivery,
+            WebhookDelivery.subscription_id == webhook.id,
+            WebhookDelivery.id == delivery_id,
+            what="delivery",
+        )
+        again = redeliver(delivery)
+        db.session.commit()
+        return again
+
+    @bp.post("/id/<uuid:webhook_id>/test")
+    @endpoint(response=DeliveryOut, status=202, **manage)
+    def test_webhook(webhook_id: uuid.UUID, location: Location | None = None):
+        """Queue a `webhook.test` event for this subscription alone (whatever its events)."""
+        webhook = subscription(location, webhook_id)
+        if not webhook.enabled:
+            abort(409, "This subscription is disabled: enable it to test it.")
+        delivery = test_delivery(webhook, location)
+        db.session.commit()
+        return delivery
 
     return bp
 

@@ -15,13 +15,14 @@ from .reference import Category, Region, Social
 from .token import Token, TokenPurpose
 from .user import User, UserStatus
 from .vote import Vote, VoteRevision, VoteType, turn_vote_revisions
-from .webhook import WebhookSubscription
+from .webhook import DeliveryStatus, WebhookDelivery, WebhookSubscription
 
 __all__ = [
     "ApiToken",
     "AuditEntry",
     "Business",
     "Category",
+    "DeliveryStatus",
     "Employer",
     "GrantedRole",
     "IdempotencyRecord",
@@ -44,6 +45,7 @@ __all__ = [
     "Vote",
     "VoteRevision",
     "VoteType",
+    "WebhookDelivery",
     "WebhookSubscription",
     "turn_vote_revisions",
     "utcnow",

@@ -31,7 +31,8 @@ class Location(IdMixin, SlugNameMixin, ContactMixin, TimestampMixin, db.Model):
     # Its entries belong to itself (audit.py).
     __audit__ = Audit(
         ("slug", "name", "region", "directory_location", *CONTACT_FIELDS),
-        unaudited=(*ROW_COLUMNS, "region_id"),
+        # `listened`: whether webhooks listen (models/webhook.py), not a column of its own.
+        unaudited=(*ROW_COLUMNS, "region_id", "listened"),
         type="location",
     )
 

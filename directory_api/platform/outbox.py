@@ -6,9 +6,10 @@ the message pending with exponential backoff. Each message is claimed by an atom
 (and, on PostgreSQL, `FOR UPDATE SKIP LOCKED`), so several workers never send one twice,
 and no lock is held while talking to the SMTP server.
 
-A claim is a lease (`OUTBOX_LEASE_SECONDS`): a message whose worker died is taken again
-once it runs out, and a worker ends its SMTP conversation before then (every exchange has
-`MAIL_TIMEOUT`, the whole a deadline), so two workers are never sending one message at once.
+A claim is a lease (`OUTBOX_LEASE_SECONDS`, leases.py): a message whose worker died is
+taken again once it runs out, and a worker ends its SMTP conversation before then (every
+exchange has `MAIL_TIMEOUT`, the whole a deadline), so two workers are never sending one
+message at once.
 The outcome is recorded only while the claim is still the worker's own.
 """
 
@@ -26,11 +27,12 @@ from typing import Any
 import flask_mail
 from flask import current_app, render_template
 from flask_mail import Message
-from sqlalchemy import JSON, Index, Integer, String, Text, delete, select, update
+from sqlalchemy import JSON, Index, Integer, String, Text, delete
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .email_addresses import EMAIL_LENGTH
 from .extensions import db
+from .leases import Claim, claim_next, settle
 from .types import EncryptedText, IdMixin, UTCDateTime, string_enum, utcnow
 
 log = logging.getLogger(__name__)
@@ -210,72 +212,19 @@ def send_now(message: OutboxMessage, deadline: float) -> None:
         outgoing.send(connection)
 
 
-@dataclass
-class Claim:
-    message: OutboxMessage
-    attempt: int
-    deadline: float  # time.monotonic() by which sending must be over
-
-
 def lease() -> timedelta:
     return timedelta(seconds=current_app.config["OUTBOX_LEASE_SECONDS"])
 
 
-def _claim_next() -> Claim | None:
-    """Take the next due message for this worker, or None when nothing is due.
-
-    A due message is a pending one whose next attempt has come, including one claimed by a
-    worker that died: a claim only moves `next_attempt_at` a lease ahead.
-    """
-    now = utcnow()
-    stmt = (
-        select(OutboxMessage)
-        .where(OutboxMessage.status == OutboxStatus.PENDING, OutboxMessage.next_attempt_at <= now)
-        .order_by(OutboxMessage.next_attempt_at, OutboxMessage.id)
-        .limit(1)
-    )
-    while True:
-        candidate = db.session.scalar(stmt.with_for_update(skip_locked=True))
-        if candidate is None:
-            db.session.commit()
-            return None
-        attempt = candidate.attempts + 1
-        claimed = db.session.execute(
-            update(OutboxMessage)
-            .where(
-                OutboxMessage.id == candidate.id,
-                OutboxMessage.status == OutboxStatus.PENDING,
-                OutboxMessage.attempts == candidate.attempts,
-            )
-            .values(attempts=attempt, next_attempt_at=now + lease())
-            .execution_options(synchronize_session=False)
-        ).rowcount
-        db.session.commit()
-        if claimed == 1:
-            db.session.refresh(candidate)
-            # Stop sending well before the lease ends (a tenth of it, at least a second).
-            seconds = lease().total_seconds()
-            deadline = time.monotonic() + seconds - max(seconds / 10, 1.0)
-            return Claim(candidate, attempt, deadline)
-        # Another worker claimed it between our read and our write; look again.
+def _claim_next() -> Claim[OutboxMessage] | None:
+    """Take the next due message for this worker (leases.py), or None when nothing is due;
+    one whose worker died is due again once its lease runs out."""
+    return claim_next(OutboxMessage, OutboxStatus.PENDING, lease())
 
 
-def _settle(claim: Claim, **values: Any) -> bool:
+def _settle(claim: Claim[OutboxMessage], **values: Any) -> bool:
     """Record the outcome, only while the claim is still ours (nobody re-claimed it)."""
-    settled = db.session.execute(
-        update(OutboxMessage)
-        .where(
-            OutboxMessage.id == claim.message.id,
-            OutboxMessage.status == OutboxStatus.PENDING,
-            OutboxMessage.attempts == claim.attempt,
-        )
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    ).rowcount
-    db.session.commit()
-    if settled != 1:
-        log.warning("mail %s: claim lost before its outcome was recorded", claim.message.id)
-    return settled == 1
+    return settle(claim, OutboxStatus.PENDING, **values)
 
 
 @dataclass
@@ -291,7 +240,7 @@ def deliver_due(limit: int = 500) -> DeliveryReport:
         claim = _claim_next()
         if claim is None:
             break
-        message = claim.message
+        message = claim.row
         try:
             send_now(message, claim.deadline)
         except Exception as error:  # SMTP errors, refused connections, timeouts …

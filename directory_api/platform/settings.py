@@ -42,6 +42,7 @@ BOUNDS: dict[str, tuple[Any, Any]] = {
     "VOTE_RECEIPTS_PER_ADDRESS": (0, None),
     "WEBHOOK_TIMEOUT": (1, 60),  # a receiver's answer; a worker waits no longer
     "WEBHOOK_LOG_DAYS": (1, 36500),
+    "WEBHOOK_WORKERS": (1, 64),  # threads of one outbox worker
     "VOTE_MIN_FILL_SECONDS": (0, 600),  # 0: no time trap; a challenge lives 10 minutes
     # Below 1,000 a browser solves it at once; past 10 million a phone takes minutes.
     "VOTE_CHALLENGE_MAX_NUMBER": (1_000, 10_000_000),

@@ -15,7 +15,7 @@ from sqlalchemy import Table, literal_column
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.sql.visitors import iterate
-from sqlalchemy.types import JSON, Integer, String, TypeDecorator, Uuid
+from sqlalchemy.types import JSON, Boolean, Integer, String, TypeDecorator, Uuid
 
 from .output import Timestamp
 from .types import UTCDateTime
@@ -71,6 +71,26 @@ class uuid_text(FunctionElement):
     """A UUID column as `str(uuid)` writes it: 8-4-4-4-12 lower-case hex digits."""
 
     type = String()
+    inherit_cache = True
+
+
+# SQLite has no UUID function: 16 random bytes, as the 32 hex digits SQLAlchemy keeps.
+@spelled("gen_random_uuid()", "lower(hex(randomblob(16)))")
+class random_uuid(FunctionElement):
+    """A new random id for each row a statement writes (rows an INSERT … SELECT makes)."""
+
+    type = Uuid()
+    inherit_cache = True
+
+
+@spelled(
+    "CAST({0} AS jsonb) @> jsonb_build_array(CAST({1} AS TEXT))",
+    "EXISTS (SELECT 1 FROM json_each({0}) WHERE json_each.value = {1})",
+)
+class json_list_has(FunctionElement):
+    """Whether a JSON list of strings (its first argument) holds the second."""
+
+    type = Boolean()
     inherit_cache = True
 
 

@@ -2,8 +2,9 @@
 
 from marshmallow import Schema, fields, validate
 
-from ..models.webhook import DESCRIPTION_LENGTH, GLOBAL_EVENTS
-from ..platform.output import Timestamp
+from ..models.webhook import DESCRIPTION_LENGTH, GLOBAL_EVENTS, DeliveryStatus
+from ..platform.output import PlannedDump, Timestamp
+from ..platform.pagination import ListArgs
 from .base import BaseSchema, Resource, all_optional
 from .fields import Bool, SlugOf, Text, Url
 
@@ -61,3 +62,46 @@ class WebhookSecretOut(Schema):
         data_key="previousValidUntil",
         metadata={"description": "Until then deliveries carry both signatures."},
     )
+
+
+STATUSES = [status.value for status in DeliveryStatus]
+
+
+class DeliveryOut(PlannedDump):
+    """One event for one subscription, and how its last attempt went."""
+
+    id = fields.UUID(required=True)
+    event_id = fields.UUID(
+        required=True,
+        data_key="eventId",
+        metadata={"description": "The `webhook-id` header: the same on every attempt."},
+    )
+    type = fields.String(required=True)
+    attempt = fields.Integer(
+        required=True, attribute="attempts", metadata={"description": "Attempts made."}
+    )
+    status = fields.Function(
+        lambda delivery: delivery.status.value, required=True, metadata={"enum": STATUSES}
+    )
+    response_status = fields.Integer(required=True, allow_none=True, data_key="responseStatus")
+    duration_ms = fields.Integer(required=True, allow_none=True, data_key="durationMs")
+    error = fields.String(required=True, allow_none=True)
+    response = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "The first 1 KiB of the receiver's answer."},
+    )
+    at = Timestamp(
+        required=True, metadata={"description": "Its last attempt, else when it was written."}
+    )
+    next_attempt_at = Timestamp(
+        required=True,
+        allow_none=True,
+        attribute="due_at",
+        data_key="nextAttemptAt",
+        metadata={"description": "When it is tried next; null once delivered or failed."},
+    )
+
+
+class DeliveryArgs(ListArgs):
+    status = fields.String(validate=validate.OneOf(STATUSES))
