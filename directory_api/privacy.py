@@ -41,6 +41,7 @@ from .platform.extensions import db
 from .platform.output import schema_instance, timestamp_text
 from .schemas.votes import SubjectVoteOut
 from .vote_integrity import recount_votes
+from .webhooks.events import deleted_in_bulk
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +232,8 @@ def erase(email: str) -> dict[str, int]:
         db.session.scalars(select(Vote.employer_id).where(Vote.duplicate_of_id.in_(vote_ids)))
     )
     message_ids = [message.id for message in _messages_of(email)]
+    # Receivers that mirror votes hear of them going (the deletes below pass by the session).
+    deleted_in_bulk(db.session(), Vote, ((vote.id, vote.location_id) for vote in votes))
     for model, ids in ((Vote, vote_ids), (OutboxMessage, message_ids)):
         for start in range(0, len(ids), BATCH):
             db.session.execute(

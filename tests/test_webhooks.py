@@ -9,14 +9,14 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import Text, select, type_coerce
+from sqlalchemy import Text, func, select, type_coerce
 
 from directory_api.models import AuditEntry, WebhookSubscription, utcnow
 from directory_api.models.webhook import PER_LOCATION
 from directory_api.platform.extensions import db
 from directory_api.platform.ssrf import Refused, checked_addresses, parse_networks
 
-from .conftest import assert_problem, database_rows
+from .conftest import PG_URL, assert_problem, database_rows
 
 HOOKS = "/locations/harbour/webhooks/"
 RECEIVER = "https://93.184.216.34/hooks/directory"  # a public address, no DNS needed
@@ -148,6 +148,9 @@ def test_rotating_the_secret_shows_the_new_one_and_keeps_the_old_for_a_day(clien
         ("https://[fd00::1]/hook", "private"),
         ("https://[fe80::1]/hook", "link-local"),
         ("https://[64:ff9b::a00:1]/hook", "private"),  # NAT64 of 10.0.0.1
+        ("https://[fec0::1]/hook", "reserved"),  # site-local
+        ("https://192.0.0.8/hook", "reserved"),  # IETF protocol assignments
+        ("https://[3fff::1]/hook", "reserved"),  # documentation
         ("http://93.184.216.34/hook", "https"),
         ("https://user:pw@93.184.216.34/hook", "credentials"),
         ("https://no-such-host.invalid/hook", "does not resolve"),
@@ -159,6 +162,36 @@ def test_receivers_the_service_may_not_reach_are_refused(clients, world, url, wo
     )
     assert words in problem["errors"]["url"][0], problem
     assert db.session.scalar(select(WebhookSubscription.id)) is None
+
+
+def test_a_refusal_never_tells_what_a_name_resolves_to(clients, world):
+    """An owner must not learn the network's names: the kind of address, not the address."""
+    problem = assert_problem(
+        clients["owner"].post(
+            HOOKS, json={"url": "https://localhost/hook", "events": ["vote.submitted"]}
+        ),
+        422,
+    )
+    assert problem["errors"]["url"] == ["The host 'localhost' resolves to a loopback address."]
+
+
+def test_a_name_server_that_never_answers_costs_the_timeout(monkeypatch):
+    import socket
+    import threading
+    import time
+
+    never = threading.Event()
+
+    def stalled(*args, **kwargs):
+        never.wait(10)
+        raise socket.gaierror("gave up")
+
+    monkeypatch.setattr(socket, "getaddrinfo", stalled)
+    started = time.monotonic()
+    with pytest.raises(Refused, match="did not resolve in time"):
+        checked_addresses("https://slow.example/hook", allow_http=False, timeout=0.5)
+    assert time.monotonic() - started < 2
+    never.set()
 
 
 def test_an_operator_opens_chosen_private_networks_and_http(app_factory):
@@ -185,3 +218,45 @@ def test_a_wrong_allowed_network_stops_start_up(app_factory):
 
     with pytest.raises(SettingsError, match=r"WEBHOOK_ALLOWED_NETWORKS entry '10\.0\.0\.0/33'"):
         app_factory(WEBHOOK_ALLOWED_NETWORKS=["10.0.0.0/33"])
+
+
+@pytest.mark.skipif(not PG_URL, reason="row locks are PostgreSQL's; CI's PostgreSQL pass runs it")
+def test_two_subscriptions_made_at_once_never_pass_the_limit(app_factory):
+    """Nine exist; two owners' requests race for the tenth: one gets it, one a 409."""
+    import threading
+
+    from directory_api.models import Role
+
+    from .conftest import signed_in
+    from .factories import grant, make_location, make_user
+
+    apps = [app_factory() for _ in range(2)]
+    with apps[0].app_context():
+        harbour = make_location("harbour")
+        for n in range(2):
+            grant(make_user(f"owner{n}@example.com"), harbour, Role.OWNER)
+        for _ in range(PER_LOCATION - 1):
+            db.session.add(
+                WebhookSubscription(
+                    location_id=harbour.id, url=RECEIVER, events=["vote.submitted"], secret="x"
+                )
+            )
+        db.session.commit()
+        owners = [signed_in(app, f"owner{n}@example.com") for n, app in enumerate(apps)]
+    statuses = []
+    start = threading.Barrier(2)
+
+    def race(app, owner) -> None:
+        with app.app_context():
+            start.wait()
+            body = {"url": RECEIVER, "events": ["vote.submitted"]}
+            statuses.append(owner.post(HOOKS, json=body).status_code)
+
+    threads = [threading.Thread(target=race, args=pair) for pair in zip(apps, owners, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(statuses) == [201, 409]
+    with apps[0].app_context():
+        assert db.session.scalar(select(func.count()).select_from(WebhookSubscription)) == 10

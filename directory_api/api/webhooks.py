@@ -109,6 +109,11 @@ def webhooks_blueprint(located: bool) -> Blueprint:
         data["events"] = check_events(data["events"], allowed)
         check_receiver(data["url"])
         if location is not None:
+            # The location's row locked first (PostgreSQL): two subscriptions made at once
+            # are counted one after the other, so none passes the limit.
+            db.session.execute(
+                select(Location.id).where(Location.id == location.id).with_for_update()
+            )
             count = select(func.count()).select_from(of(location).subquery())
             if db.session.scalar(count) >= PER_LOCATION:
                 abort(409, f"A location has at most {PER_LOCATION} webhook subscriptions.")

@@ -14,6 +14,7 @@ The outbox's mail and the webhook deliveries are both such queues.
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
@@ -75,9 +76,12 @@ def claim_next(
     return Claim(taken, taken.attempts, time.monotonic() + work_time(lease))
 
 
-def settle(claim: Claim[Any], pending: Any, **values: Any) -> bool:
-    """Record the outcome, only while the claim is still ours (nobody re-claimed it), and
-    commit; whether it was recorded."""
+def settle(
+    claim: Claim[Any], pending: Any, then: Callable[[], None] | None = None, **values: Any
+) -> bool:
+    """Record the outcome, only while the claim is still ours (nobody re-claimed it), with
+    what `then` does in the same transaction (only if it was recorded), and commit;
+    whether it was recorded."""
     row = claim.row
     model: Any = type(row)
     settled = db.session.execute(
@@ -90,6 +94,8 @@ def settle(claim: Claim[Any], pending: Any, **values: Any) -> bool:
         .values(**values)
         .execution_options(synchronize_session=False)
     ).rowcount
+    if settled == 1 and then is not None:
+        then()
     db.session.commit()
     if settled != 1:
         log.warning("%s %s: claim lost before its outcome was recorded", model.__name__, row.id)

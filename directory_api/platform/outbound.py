@@ -1,12 +1,12 @@
 """A POST to a URL that someone else chose (a webhook receiver), bounded in every way.
 
-- Where: the URL's host is resolved and every address checked (ssrf.py) at each call, and
-  the connection goes to a checked address, the name sent only as the Host header and
-  the TLS server name (certificates are verified against it): a name that resolves
-  elsewhere a moment later (DNS rebinding) is never reached.
+- Where: the URL's host is resolved (within the time given) and every address checked
+  (ssrf.py) at each call, and the connection goes to a checked address, the name sent
+  only as the Host header and the TLS server name (certificates are verified against
+  it): a name that resolves elsewhere a moment later (DNS rebinding) is never reached.
 - How long: each socket operation waits at most what is left of `timeout`, and a
-  watchdog shuts the socket when the whole time is up, so a receiver that trickles its
-  answer a byte at a time cannot hold the caller past it either.
+  watchdog shuts the connection when the whole time is up (TLS included), so a receiver
+  that trickles its answer a byte at a time cannot hold the caller past it either.
 - How much: the status line and headers as http.client bounds them (100 headers of
   64 KiB at most), then `keep` bytes of the body, and nothing more is read.
 - No redirects are followed: a 3xx is an answer like any other.
@@ -53,16 +53,25 @@ class PinnedConnection(http.client.HTTPSConnection):
         super().__init__(host, port, timeout=timeout, context=context)
         self.address = address
         self.tls = tls
-        # The socket itself: http.client lets go of `sock` once a response that closes the
-        # connection has begun, and the watchdog must still reach it.
+        # A second handle on the connection for the watchdog: http.client lets go of `sock`
+        # once a response that closes the connection has begun, and wrapping a socket in
+        # TLS detaches the plain one (shutting that would do nothing).
         self.raw: socket.socket | None = None
 
     def connect(self) -> None:
         sock = socket.create_connection((str(self.address), self.port), self.timeout)
-        self.raw = sock
+        self.raw = sock.dup()
         if self.tls:
             sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
         self.sock = sock
+
+    def release(self) -> None:
+        """Close it all, the watchdog's handle too (http.client's own `close` may come
+        while the answer is still being read: that one must stay)."""
+        self.close()
+        if self.raw is not None:
+            self.raw.close()
+            self.raw = None
 
 
 def _shut(connection: PinnedConnection) -> None:
@@ -89,7 +98,7 @@ def post(
     http.client's errors) when the receiver cannot be reached or answers nonsense."""
     started = time.monotonic()
     deadline = started + timeout
-    addresses = checked_addresses(url, allow_http=allow_http, allowed=allowed)
+    addresses = checked_addresses(url, allow_http=allow_http, allowed=allowed, timeout=timeout)
     parts = urlsplit(url)
     tls = parts.scheme == "https"
     port = parts.port or (443 if tls else 80)
@@ -118,7 +127,7 @@ def post(
             raise
         finally:
             watchdog.cancel()
-            connection.close()
+            connection.release()
     if last_error is not None and time.monotonic() < deadline:
         raise last_error
     raise TimeUp(f"no answer within {timeout:g}s")

@@ -13,14 +13,27 @@ never reached.
 """
 
 import ipaddress
+import logging
 import socket
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from urllib.parse import SplitResult, urlsplit
 
+log = logging.getLogger(__name__)
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT: not is_private
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# Special-purpose ranges that Python 3.11's `is_private` and `is_global` let through.
+SPECIAL = tuple(
+    ipaddress.ip_network(network)
+    for network in (
+        "192.0.0.0/24",  # IETF protocol assignments
+        "fec0::/10",  # site-local (deprecated, still routed inside some networks)
+        "3fff::/20",  # documentation (RFC 9637)
+    )
+)
 
 
 class Refused(ValueError):
@@ -60,7 +73,8 @@ def refusal(address: Address, allowed: tuple[Network, ...]) -> str | None:
         return "an unspecified address"
     if address.is_private:
         return "a private address"
-    if address.is_reserved or not address.is_global:
+    special = any(address in net for net in SPECIAL if net.version == address.version)
+    if address.is_reserved or not address.is_global or special:
         return "a reserved address"
     return None
 
@@ -83,16 +97,27 @@ def parsed(url: str, *, allow_http: bool) -> SplitResult:
     return parts
 
 
+# Resolutions run here, so that a name server that never answers costs the caller no more
+# than its `timeout` (getaddrinfo itself takes no timeout); a stuck one holds a thread of
+# the pool until the system's resolver gives up.
+RESOLVERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="resolve")
+
+
 def checked_addresses(
-    url: str, *, allow_http: bool, allowed: tuple[Network, ...] = ()
+    url: str, *, allow_http: bool, allowed: tuple[Network, ...] = (), timeout: float = 5.0
 ) -> list[Address]:
-    """Every address `url`'s host resolves to, each one allowed; `Refused` otherwise (any
-    refused address refuses the URL: which one a client would reach is not ours to pick)."""
+    """Every address `url`'s host resolves to (within `timeout` seconds), each one allowed;
+    `Refused` otherwise (any refused address refuses the URL: which one a client would
+    reach is not ours to pick). The reason names the kind of address, never the address:
+    it would tell whoever asks what a name resolves to inside the network."""
     parts = parsed(url, allow_http=allow_http)
     port = parts.port or (443 if parts.scheme == "https" else 80)
+    asked = RESOLVERS.submit(socket.getaddrinfo, parts.hostname, port, type=socket.SOCK_STREAM)
     try:
-        found = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as error:
+        found = asked.result(timeout=timeout)
+    except FutureTimeout as error:
+        raise Refused(f"The host {parts.hostname!r} did not resolve in time.") from error
+    except (OSError, UnicodeError) as error:
         raise Refused(f"The host {parts.hostname!r} does not resolve.") from error
     addresses = list(
         dict.fromkeys(ipaddress.ip_address(info[4][0].split("%")[0]) for info in found)
@@ -100,5 +125,6 @@ def checked_addresses(
     for address in addresses:
         why = refusal(address, allowed)
         if why is not None:
-            raise Refused(f"The host {parts.hostname!r} resolves to {why} ({address}).")
+            log.info("refused %s: %s resolves to %s", parts.hostname, address, why)
+            raise Refused(f"The host {parts.hostname!r} resolves to {why}.")
     return addresses

@@ -21,13 +21,15 @@ mail.
 import email.utils
 import http.client
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select, update
 from standardwebhooks import Webhook
 
 from ..models import (
@@ -44,7 +46,7 @@ from ..models import (
 from ..models.webhook import ERROR_LENGTH, RESPONSE_KEPT
 from ..openapi import VERSION
 from ..platform.extensions import db
-from ..platform.leases import Claim, claim_next, settle, work_time
+from ..platform.leases import Claim, claim_next, settle
 from ..platform.outbound import TimeUp, post
 from ..platform.outbox import queue_mail
 from ..platform.ssrf import Refused, parse_networks
@@ -69,6 +71,7 @@ FAILING_FOR = timedelta(days=5)
 USER_AGENT = f"directory-api-webhooks/{VERSION}"
 GONE = "The receiver answered 410 Gone."
 KEPT_FAILING = "Every delivery failed for 5 days."
+GAVE_UP = "Given up: its attempts never ended with an outcome recorded."
 
 
 @dataclass
@@ -116,27 +119,32 @@ def receiver_of(delivery: WebhookDelivery) -> Receiver | None:
 
 
 def retry_after(reply: Any) -> timedelta | None:
-    """The wait a 429 or 503 asks for (seconds or an HTTP date), at most LONGEST_WAIT."""
+    """The wait a 429 or 503 asks for (seconds or an HTTP date), at most LONGEST_WAIT; None
+    when it asks none, or asks it in a way that is not HTTP's."""
     if reply is None or reply.status not in (429, 503):
         return None
     value = reply.headers.get("retry-after", "").strip()
-    if value.isdigit():
-        wait = timedelta(seconds=int(value))
-    else:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        wait = when - utcnow()
-    return min(max(wait, timedelta(0)), LONGEST_WAIT)
+    if value.isascii() and value.isdigit():
+        seconds = int(value[:12])  # a day is 5 digits: more is "as long as may be"
+        return min(timedelta(seconds=min(seconds, 10**9)), LONGEST_WAIT)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return min(max(when - utcnow(), timedelta(0)), LONGEST_WAIT)
 
 
-def attempt(delivery: WebhookDelivery, receiver: Receiver, deadline_seconds: float) -> Any:
-    """POST it once; the reply, or the error that stood for one."""
+def kept_text(text: str, length: int) -> str:
+    """Text a receiver chose, as a column may keep it: no NUL (PostgreSQL refuses it)."""
+    return text.replace("\x00", "\ufffd")[:length]
+
+
+def attempt(delivery: WebhookDelivery, receiver: Receiver, seconds_left: float) -> Any:
+    """POST it once; the reply, or the Failure that stood for one."""
     config = current_app.config
-    timeout = min(config["WEBHOOK_TIMEOUT"], deadline_seconds)
+    timeout = max(min(config["WEBHOOK_TIMEOUT"], seconds_left), 0.1)
     try:
         return post(
             receiver.url,
@@ -152,7 +160,7 @@ def attempt(delivery: WebhookDelivery, receiver: Receiver, deadline_seconds: flo
     except TimeUp:
         return Failure(f"Timeout: no answer within {timeout:g}s")
     except (OSError, http.client.HTTPException) as error:
-        return Failure(f"{type(error).__name__}: {error}"[:ERROR_LENGTH])
+        return Failure(f"{type(error).__name__}: {error}")
 
 
 @dataclass
@@ -187,45 +195,70 @@ def deliver_due_webhooks(limit: int = 100) -> WebhookReport:
 def deliver(claim: Claim[WebhookDelivery]) -> bool:
     """One attempt of a claimed delivery, its outcome recorded; whether it was delivered."""
     delivery = claim.row
+    if claim.attempt > ATTEMPTS:  # claimed again and again by passes that never settled
+        settle(claim, DeliveryStatus.PENDING, status=DeliveryStatus.FAILED, error=GAVE_UP)
+        return False
     receiver = receiver_of(delivery)
     if receiver is None:  # disabled or deleted since it was claimed: it waits (or is gone)
         settle(claim, DeliveryStatus.PENDING, attempts=claim.attempt - 1, next_attempt_at=utcnow())
         return False
     started = utcnow()
-    reply = attempt(delivery, receiver, work_time(lease()))
+    reply = attempt(delivery, receiver, claim.deadline - time.monotonic())
+    try:
+        delivered = record(claim, receiver, reply, started)
+    except Exception:  # what a receiver answered must never leave a delivery in limbo
+        db.session.rollback()
+        log.exception("webhook %s: the outcome of attempt %d failed", delivery.id, claim.attempt)
+        settle(
+            claim,
+            DeliveryStatus.PENDING,
+            attempted_at=started,
+            error="The receiver's answer could not be recorded.",
+            next_attempt_at=utcnow() + next_wait(claim, None),
+        )
+        return False
+    return delivered
+
+
+def next_wait(claim: Claim[WebhookDelivery], reply: Any) -> timedelta:
+    return max(SCHEDULE[min(claim.attempt, len(SCHEDULE)) - 1], retry_after(reply) or timedelta(0))
+
+
+def record(
+    claim: Claim[WebhookDelivery], receiver: Receiver, reply: Any, started: datetime
+) -> bool:
+    """Settle the attempt and, only if this worker's claim still stands, what it tells of
+    its subscription (as it was when attempted: a URL changed since is not judged by it)."""
+    delivery = claim.row
     status = reply.status
+    delivered = status is not None and 200 <= status < 300
     outcome: dict[str, Any] = {
         "attempted_at": started,
         "response_status": status,
         "duration_ms": int((utcnow() - started).total_seconds() * 1000),
-        "error": None,
-        "response": None,
+        "error": None
+        if delivered
+        else kept_text(reply.error if status is None else f"HTTP {status}", ERROR_LENGTH),
+        "response": None
+        if status is None
+        else kept_text(reply.body.decode("utf-8", "replace"), RESPONSE_KEPT),
     }
-    if status is None:
-        outcome["error"] = reply.error
-    else:
-        outcome["response"] = reply.body.decode("utf-8", "replace")
-        if not 200 <= status < 300:
-            outcome["error"] = f"HTTP {status}"
-    delivered = status is not None and 200 <= status < 300
-    subscription = db.session.get(WebhookSubscription, delivery.subscription_id)
     if delivered:
         outcome["status"] = DeliveryStatus.DELIVERED
-        if subscription is not None:
-            subscription.failing_since = None
-    elif status == 410:
+    elif status == 410 or claim.attempt >= ATTEMPTS:
         outcome["status"] = DeliveryStatus.FAILED
-        disable(subscription, GONE)
     else:
-        if claim.attempt >= ATTEMPTS:
-            outcome["status"] = DeliveryStatus.FAILED
-        else:
-            wait = max(SCHEDULE[claim.attempt - 1], retry_after(reply) or timedelta(0))
-            outcome["next_attempt_at"] = utcnow() + wait
-        if subscription is not None:
-            subscription.failing_since = subscription.failing_since or started
-            if subscription.failing_since <= utcnow() - FAILING_FOR:
-                disable(subscription, KEPT_FAILING)
+        outcome["next_attempt_at"] = utcnow() + next_wait(claim, reply)
+    subscription = Subscription(delivery.subscription_id, receiver.url)
+
+    def judge_subscription() -> None:
+        if delivered:
+            subscription.succeeded()
+        elif status == 410:
+            subscription.disable(GONE)
+        elif subscription.failing_since(started) <= utcnow() - FAILING_FOR:
+            subscription.disable(KEPT_FAILING)
+
     log.log(
         logging.INFO if delivered else logging.WARNING,
         "webhook %s (%s) to subscription %s, attempt %d: %s",
@@ -235,31 +268,66 @@ def deliver(claim: Claim[WebhookDelivery]) -> bool:
         claim.attempt,
         "delivered" if delivered else outcome["error"],
     )
-    settle(claim, DeliveryStatus.PENDING, **outcome)  # commits the subscription's change too
+    settle(claim, DeliveryStatus.PENDING, then=judge_subscription, **outcome)
     return delivered
 
 
-def disable(subscription: WebhookSubscription | None, reason: str) -> None:
-    """Disable it, saying why, and mail those who manage it (its location's owners, or the
-    supers for a global one)."""
-    if subscription is None or not subscription.enabled:
-        return
-    subscription.enabled, subscription.disabled_reason = False, reason
-    location = (
-        db.session.get(Location, subscription.location_id)
-        if subscription.location_id is not None
-        else None
-    )
-    recipients = managers(location)
-    if recipients:
-        queue_mail(
-            recipients,
-            "webhook_disabled",
-            subscription=subscription,
-            location=location,
-            reason=reason,
+@dataclass
+class Subscription:
+    """A subscription as an attempt saw it: each change applies only while it is enabled
+    with the URL attempted (an owner who fixed the URL meanwhile is not overruled)."""
+
+    id: uuid.UUID
+    url: str
+
+    def _update(self) -> Any:
+        return update(WebhookSubscription).where(
+            WebhookSubscription.id == self.id,
+            WebhookSubscription.url == self.url,
+            WebhookSubscription.enabled,
         )
-    log.warning("webhook subscription %s disabled: %s", subscription.id, reason)
+
+    def succeeded(self) -> None:
+        db.session.execute(
+            self._update()
+            .where(WebhookSubscription.failing_since.is_not(None))
+            .values(failing_since=None)
+        )
+
+    def failing_since(self, started: datetime) -> datetime:
+        """Since when its deliveries have all failed (now marked, if they had not)."""
+        since = db.session.scalar(
+            self._update()
+            .values(failing_since=func.coalesce(WebhookSubscription.failing_since, started))
+            .returning(WebhookSubscription.failing_since)
+        )
+        return since or started
+
+    def disable(self, reason: str) -> None:
+        """Disable it, saying why, and mail those who manage it (its location's owners, or
+        the supers for a global one)."""
+        changed = db.session.execute(
+            self._update()
+            .values(enabled=False, disabled_reason=reason)
+            .returning(WebhookSubscription.location_id, WebhookSubscription.events)
+        ).first()
+        if changed is None:
+            return
+        location = (
+            db.session.get(Location, changed.location_id)
+            if changed.location_id is not None
+            else None
+        )
+        recipients = managers(location)
+        if recipients:
+            queue_mail(
+                recipients,
+                "webhook_disabled",
+                subscription=SimpleNamespace(id=self.id, events=changed.events),
+                location=location,
+                reason=reason,
+            )
+        log.warning("webhook subscription %s disabled: %s", self.id, reason)
 
 
 def managers(location: Location | None) -> list[str]:

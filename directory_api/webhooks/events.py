@@ -20,8 +20,9 @@ What goes with a deleted row in the database (a location's listings) has no even
 """
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -101,6 +102,18 @@ def changed(obj: Any, names: tuple[str, ...]) -> bool:
     return any(attrs[name].history.has_changes() for name in names)
 
 
+def deleted_in_bulk(
+    session: Session, model: type, rows: Iterable[tuple[uuid.UUID, uuid.UUID | None]]
+) -> None:
+    """Rows a statement deletes (not through the session: its flushes never see them), as
+    (id, location id): their `<kind>.deleted` events, written with the transaction."""
+    kind = KINDS[model][0]
+    events = session.info.setdefault(NOTED, {})
+    for ident, location_id in rows:
+        gone = SimpleNamespace(id=ident, location_id=location_id)
+        events[(kind, ident)] = Event(f"{kind}.deleted", gone, gone={"id": str(ident)})
+
+
 def withdrawing(vote: Vote, session: Session) -> None:
     """`vote` is deleted because its submitter withdrew it: `vote.withdrawn`, not
     `vote.deleted`."""
@@ -154,25 +167,27 @@ def _vote_events(session: Session, vote: Vote, state: str) -> list[tuple[Any, Ev
     return found
 
 
-def _collect(session: Session, _context: Any) -> None:
-    states = (("new", session.new), ("dirty", session.dirty), ("deleted", session.deleted))
+def _collect(session: Session, flush_context: Any) -> None:
+    """What this flush wrote, from its own list of states (the session's `dirty`, which
+    looks at every loaded object, costs more)."""
     events = None
-    for state, objects in states:
-        for obj in objects:
-            model = type(obj)
-            if model not in KINDS:
-                continue
-            if events is None:
-                events = session.info.setdefault(NOTED, {})
-            if model is Vote:
-                for key, event in _vote_events(session, obj, state):
-                    _note(events, key, event)
-                continue
-            if state == "dirty" and not changed(obj, WATCHED[model]):
-                continue  # counts, revisions: nothing a client sees
-            kind = KINDS[model][0]
-            gone = _gone(obj) if state == "deleted" else None
-            _note(events, (kind, obj), Event(f"{kind}.{VERBS[state]}", obj, gone=gone))
+    for state, (deleted, list_only) in flush_context.states.items():
+        model = state.class_
+        if list_only or model not in KINDS:
+            continue
+        obj = state.obj()
+        status = "deleted" if deleted else "new" if state.key is None else "dirty"
+        if events is None:
+            events = session.info.setdefault(NOTED, {})
+        if model is Vote:
+            for key, event in _vote_events(session, obj, status):
+                _note(events, key, event)
+            continue
+        if status == "dirty" and not changed(obj, WATCHED[model]):
+            continue  # counts, revisions: nothing a client sees
+        kind = KINDS[model][0]
+        gone = _gone(obj) if status == "deleted" else None
+        _note(events, (kind, obj), Event(f"{kind}.{VERBS[status]}", obj, gone=gone))
 
 
 # Writing the deliveries ---------------------------------------------------------------------
@@ -214,6 +229,10 @@ WRITE_DELIVERIES = WebhookDelivery.__table__.insert().from_select(
 )
 
 
+# The class an identity key names: an employer is kept as a listing (one table).
+IDENTITY = {model: model.__mapper__.base_mapper.class_ for model in (Location, Employer)}
+
+
 class Payloads:
     """Builds each event's body, looking up (once per transaction) what it names."""
 
@@ -228,7 +247,11 @@ class Payloads:
             return None
         key = (model, ident)
         if key not in self.slugs:
-            found = self.session.get(model, ident)
+            # From the session's identity map (its key built here: cheaper than `get`'s
+            # way to it), else read.
+            found = self.session.identity_map.get((IDENTITY[model], (ident,), None))
+            if found is None:
+                found = self.session.get(model, ident)
             self.slugs[key] = found.slug if found is not None else None
         return self.slugs[key]
 
@@ -317,19 +340,18 @@ def _write(session: Session) -> None:
     if not heard:
         return
     payloads = Payloads(session)
-    session.execute(
-        WRITE_DELIVERIES,
-        [
-            {
-                "event_id": uuid.uuid4(),
-                "type": event.name,
-                "payload": payloads.body(event),
-                "now": payloads.now,
-                "location_id": event.location_id,
-            }
-            for event in heard
-        ],
-    )
+    rows = [
+        {
+            "event_id": uuid.uuid4(),
+            "type": event.name,
+            "payload": payloads.body(event),
+            "now": payloads.now,
+            "location_id": event.location_id,
+        }
+        for event in heard
+    ]
+    # One event (a submission, an edit) is one plain execution; more, one executemany.
+    session.execute(WRITE_DELIVERIES, rows[0] if len(rows) == 1 else rows)
 
 
 def _forget(session: Session, transaction: SessionTransaction) -> None:
