@@ -185,6 +185,12 @@ JSON_LOGS = env_bool("JSON_LOG", None)
 
 class Config:
     SECRET_KEY = env("SECRET_KEY")
+    # Earlier secret keys, comma-separated, while SECRET_KEY is rotated (Flask's own
+    # setting, API.md 18): sessions, pending mail, challenges and voters' address hashes
+    # made under them stay valid. PII_HASH_KEY, when set, keys the voters' address hashes
+    # instead of SECRET_KEY (hashes made under SECRET_KEY and its fallbacks still match).
+    SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS")
+    PII_HASH_KEY = env("PII_HASH_KEY")
     # None means "SQLite in the instance folder"; create_app() fills in the path.
     SQLALCHEMY_DATABASE_URI = env_database_url("DATABASE_URL")
     # Every wait on a backing service is bounded (directory_api/platform/timeouts.py), so a stalled

@@ -35,7 +35,7 @@ from .models import (
     turn_vote_revisions,
     utcnow,
 )
-from .platform.crypto import email_hash, reencrypt
+from .platform.crypto import email_hashes, reencrypt
 from .platform.email_addresses import normalize_email
 from .platform.extensions import db
 from .platform.output import schema_instance, timestamp_text
@@ -169,7 +169,7 @@ def _delete_in_batches(model: Any, ids_stmt: Select) -> int:
 def _votes_of(email: str) -> Select:
     """Every vote submitted with `email`, redacted ones included: each keeps the hash of its
     address (set with the address; migration 0010 hashed older votes)."""
-    return select(Vote).where(Vote.email_hash == email_hash(email))
+    return select(Vote).where(Vote.email_hash.in_(email_hashes(email)))
 
 
 def _messages_of(email: str) -> list[OutboxMessage]:

@@ -35,7 +35,7 @@ from .credentials import new_token, presented_hash
 from .models import Listing, Location, Vote, VoteRevision, VoteType, utcnow
 from .models.listing import new_revision
 from .models.vote import TALLIES, turn_vote_revisions
-from .platform.crypto import derive_key
+from .platform.crypto import email_hashes, keys_for
 from .platform.errors import abort, invalid
 from .platform.extensions import db
 from .platform.outbox import forget_messages_about, queue_mail
@@ -51,27 +51,49 @@ RECEIPT_WINDOW = timedelta(hours=24)
 # Receipts ---------------------------------------------------------------------------------
 
 
-def receipts_sent_recently(address_hash: str, up_to: int) -> int:
+def receipts_sent_recently(address_hashes: list[str], up_to: int) -> int:
     """Receipts mailed to this (normalised) address in the last 24 hours, counted up to
     `up_to`: votes that got a token. A withdrawn vote is gone and no longer counts; nothing
     else frees the allowance. Counting stops at `up_to` (the allowance), along the
     address's index from the window's start, where the day's receipts are: an address
     that voted thousands of times costs no more than one that voted a few."""
-    values = {"address": address_hash, "since": utcnow() - RECEIPT_WINDOW, "up_to": up_to}
-    return db.session.scalar(RECEIPTS_SINCE, values)
+    values = {"since": utcnow() - RECEIPT_WINDOW, "up_to": up_to, **addressed(address_hashes)}
+    return db.session.scalar(RECEIPTS_SINCE[len(address_hashes) > 1], values)
+
+
+# An address's votes: by its one hash, or (while a secret key is rotated) by any of its
+# hashes; each statement below is built in both forms, indexed by "several hashes?".
+BY_ADDRESS = (
+    Vote.email_hash == bindparam("address"),
+    Vote.email_hash.in_(bindparam("addresses", expanding=True)),
+)
+
+
+def addressed(hashes: list[str]) -> dict[str, Any]:
+    """The values of BY_ADDRESS's criterion for `hashes`."""
+    return {"addresses": hashes} if len(hashes) > 1 else {"address": hashes[0]}
+
+
+def address_hashes(vote: Vote) -> list[str]:
+    """The hashes the earlier votes of `vote`'s address may hold (its typed address
+    gives them all; once redacted, its own is all there is)."""
+    return email_hashes(vote.your_email) if vote.your_email else [vote.email_hash]
 
 
 # Built once (not for every vote, with its cache key), its values bound.
-_receipts = (
-    select(Vote.id)
-    .where(
-        Vote.email_hash == bindparam("address"),
-        Vote.created_at > bindparam("since"),
-        Vote.receipt_token_hash.is_not(None),
+RECEIPTS_SINCE = tuple(
+    select(func.count()).select_from(
+        select(Vote.id)
+        .where(
+            by_address,
+            Vote.created_at > bindparam("since"),
+            Vote.receipt_token_hash.is_not(None),
+        )
+        .limit(bindparam("up_to"))
+        .subquery()
     )
-    .limit(bindparam("up_to"))
+    for by_address in BY_ADDRESS
 )
-RECEIPTS_SINCE = select(func.count()).select_from(_receipts.subquery())
 
 
 def send_receipt(vote: Vote, location: Location, address: str) -> bool:
@@ -79,7 +101,7 @@ def send_receipt(vote: Vote, location: Location, address: str) -> bool:
     vote stores its one spelling, and its keyed hash, which the allowance counts on),
     unless that address had its allowance. Call before the vote has a token."""
     cap = current_app.config["VOTE_RECEIPTS_PER_ADDRESS"]
-    if cap <= 0 or receipts_sent_recently(vote.email_hash, cap) >= cap:
+    if cap <= 0 or receipts_sent_recently(address_hashes(vote), cap) >= cap:
         return False
     token, vote.receipt_token_hash = new_token()
     vote.receipt_expires_at = utcnow() + RECEIPT_LIFETIME
@@ -172,13 +194,18 @@ def confirm(vote: Vote) -> None:
 # Proof of work (API.md 17) ---------------------------------------------------------------
 
 
-def challenge_key() -> bytes:
-    """The key challenges are signed with, derived from SECRET_KEY (once per app)."""
+def challenge_keys() -> list[bytes]:
+    """The keys challenges are signed with: from SECRET_KEY, then from its fallbacks (a
+    challenge issued before a rotation is still solved), derived once per app."""
     extensions = current_app.extensions
-    if "vote_challenge_key" not in extensions:
-        secret = current_app.config["SECRET_KEY"]
-        extensions["vote_challenge_key"] = derive_key(secret, "vote challenge")
-    return extensions["vote_challenge_key"]
+    if "vote_challenge_keys" not in extensions:
+        extensions["vote_challenge_keys"] = keys_for(current_app, "vote challenge")
+    return extensions["vote_challenge_keys"]
+
+
+def challenge_key() -> bytes:
+    """The key new challenges are signed with."""
+    return challenge_keys()[0]
 
 
 def new_challenge(location: Location) -> dict[str, Any]:
@@ -194,7 +221,7 @@ def solved_for(location: Location, payload: Any) -> Solution:
         raise Refused(
             "Solve a challenge (GET /locations/<slug>/votes/challenge) and send its solution."
         )
-    solution = verify(payload, challenge_key())
+    solution = verify(payload, challenge_keys())
     if solution.params.get("location") != location.slug:
         raise Refused("The challenge was for another location.")
     if not use_once(solution.challenge, solution.expires):  # 64 hex digits: its own name
@@ -248,29 +275,39 @@ def earliest_same_vote(vote: Vote) -> uuid.UUID | None:
     """
     if vote.email_hash is None:
         return None
-    values = {"location_id": vote.location_id, "address": vote.email_hash, "vote_id": vote.id}
+    hashes = address_hashes(vote)
+    several = len(hashes) > 1
+    values = {"location_id": vote.location_id, "vote_id": vote.id, **addressed(hashes)}
     employer = employer_of(vote)
     if employer is not None:
-        return db.session.scalar(EARLIEST_FOR_EMPLOYER, {**values, "employer_id": employer})
+        return db.session.scalar(
+            EARLIEST_FOR_EMPLOYER[several], {**values, "employer_id": employer}
+        )
     # Names compare case-folded, which SQL's lower() is not (ß, ﬁ): compared here, in order.
     name = vote.business_name.casefold()
-    unlinked = db.session.execute(EARLIER_UNLINKED, values)
+    unlinked = db.session.execute(EARLIER_UNLINKED[several], values)
     return next((other.id for other in unlinked if other.business_name.casefold() == name), None)
 
 
 # Built once, their values bound: the earlier votes of an address at a location.
-_earlier = (
+_earlier = tuple(
     select(Vote.id)
     .where(
         Vote.location_id == bindparam("location_id"),
-        Vote.email_hash == bindparam("address"),
+        by_address,
         Vote.type == VoteType.EMPLOYER,
         Vote.id.is_distinct_from(bindparam("vote_id")),  # None before its first flush
     )
     .order_by(Vote.created_at, Vote.id)
+    for by_address in BY_ADDRESS
 )
-EARLIEST_FOR_EMPLOYER = _earlier.where(Vote.employer_id == bindparam("employer_id")).limit(1)
-EARLIER_UNLINKED = _earlier.add_columns(Vote.business_name).where(Vote.employer_id.is_(None))
+EARLIEST_FOR_EMPLOYER = tuple(
+    earlier.where(Vote.employer_id == bindparam("employer_id")).limit(1) for earlier in _earlier
+)
+EARLIER_UNLINKED = tuple(
+    earlier.add_columns(Vote.business_name).where(Vote.employer_id.is_(None))
+    for earlier in _earlier
+)
 
 
 def mark_duplicate(vote: Vote) -> None:

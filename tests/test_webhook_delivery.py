@@ -421,10 +421,14 @@ def test_the_worker_delivers_webhooks_beside_mail_in_threads(hooked, receiver):
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            if delivered_count() == 1:
+            if delivered_count() == 1 and all(m.status == "sent" for m in queued_mail()):
                 break
             time.sleep(0.05)
         assert delivered_count() == 1  # the second, while the first is held
+        receipts = queued_mail()
+        assert len(receipts) == 2  # the voters' receipts: sent meanwhile, not delayed
+        assert {message.status for message in receipts} == {"sent"}
+        assert len(receiver.received) == 2 and not receiver.released.is_set()
     finally:
         receiver.release()
         stop.set()

@@ -5,9 +5,13 @@
   from `OUTBOX_KEY`, else `SECRET_KEY`. Earlier secrets listed in `OUTBOX_OLD_KEYS` still
   decrypt, so a key can be rotated without losing queued mail (`flask outbox rekey`).
 - A keyed hash of a voter's normalised address (HMAC-SHA256 under a key derived from
-  `SECRET_KEY`), the one trace of the address that outlives retention: duplicate checks and
-  `flask privacy erase` still find a redacted vote, and a database dump alone cannot be
-  matched against a list of addresses.
+  `PII_HASH_KEY`, else `SECRET_KEY`), the one trace of the address that outlives
+  retention: duplicate checks and `flask privacy erase` still find a redacted vote, and a
+  database dump alone cannot be matched against a list of addresses.
+
+`SECRET_KEY_FALLBACKS` (Flask's setting) lists earlier secret keys while one is rotated:
+what was made under them (bodies, hashes; sessions and challenges elsewhere, through
+`keys_for`) is still accepted.
 
 Each key is derived with HKDF and its own label, so no key is the secret itself or usable
 for another purpose.
@@ -36,16 +40,34 @@ def _fernet(secret: str) -> Fernet:
     return Fernet(base64.urlsafe_b64encode(derive_key(secret, "outbox body")))
 
 
+def secrets_of(app: Flask) -> list[str]:
+    """SECRET_KEY, then the earlier ones still accepted (SECRET_KEY_FALLBACKS)."""
+    found = [app.config.get("SECRET_KEY"), *(app.config.get("SECRET_KEY_FALLBACKS") or [])]
+    return list(dict.fromkeys(secret for secret in found if secret))
+
+
+def keys_for(app: Flask, purpose: str) -> list[bytes]:
+    """The keys for `purpose`: the current one first, then those derived from the
+    fallback secrets (what was made under them is still accepted)."""
+    return [derive_key(secret, purpose) for secret in secrets_of(app)]
+
+
 def init_keys(app: Flask) -> None:
-    secret = app.config.get("SECRET_KEY")
-    current = app.config.get("OUTBOX_KEY") or secret
+    secrets = secrets_of(app)
+    current = app.config.get("OUTBOX_KEY") or (secrets[0] if secrets else None)
     if not current:
         raise RuntimeError("SECRET_KEY (or OUTBOX_KEY) is required to keep the outbox encrypted.")
-    older = list(app.config.get("OUTBOX_OLD_KEYS") or [])
-    if app.config.get("OUTBOX_KEY") and secret:
-        older.append(secret)  # bodies queued before OUTBOX_KEY was set
+    # Bodies queued under an earlier key: OUTBOX_OLD_KEYS, the secret keys (before
+    # OUTBOX_KEY was set, or before SECRET_KEY was rotated).
+    older = [*(app.config.get("OUTBOX_OLD_KEYS") or []), *secrets]
+    older = [key for key in dict.fromkeys(older) if key != current]
     app.extensions["outbox_cipher"] = MultiFernet([_fernet(current), *map(_fernet, older)])
-    app.extensions["email_hash_key"] = derive_key(secret or current, "vote email hash")
+    # Voters' address hashes: under PII_HASH_KEY when set, else SECRET_KEY; those made
+    # under the secret keys (before PII_HASH_KEY, or before a rotation) still match.
+    hashing = [app.config.get("PII_HASH_KEY"), *secrets]
+    app.extensions["email_hash_keys"] = [
+        derive_key(secret, "vote email hash") for secret in dict.fromkeys(hashing) if secret
+    ]
 
 
 def _cipher() -> MultiFernet:
@@ -75,5 +97,16 @@ def reencrypt(token: str) -> str | None:
 
 
 def email_hash(email: str) -> str:
-    key = current_app.extensions["email_hash_key"]
+    """The keyed hash a vote keeps of its address, under the current key."""
+    key = current_app.extensions["email_hash_keys"][0]
     return hmac.new(key, normalize_email(email).encode(), hashlib.sha256).hexdigest()
+
+
+def email_hashes(email: str) -> list[str]:
+    """Every hash an address's votes may hold: under the current key first, then under
+    the earlier ones still accepted (one, when no key was rotated)."""
+    address = normalize_email(email).encode()
+    return [
+        hmac.new(key, address, hashlib.sha256).hexdigest()
+        for key in current_app.extensions["email_hash_keys"]
+    ]

@@ -77,8 +77,9 @@ def create_challenge(
     }
 
 
-def verify(payload: Any, key: bytes, now: datetime | None = None) -> Solution:
-    """The solution `payload` (the widget's base64 text) proves; `Refused` otherwise."""
+def verify(payload: Any, keys: list[bytes], now: datetime | None = None) -> Solution:
+    """The solution `payload` (the widget's base64 text) proves, signed under one of `keys`
+    (the current one, then earlier ones still accepted); `Refused` otherwise."""
     if not isinstance(payload, str) or not payload or len(payload) > MAX_PAYLOAD:
         raise Refused("Not a solution: send the widget's value as it is.")
     try:
@@ -99,7 +100,9 @@ def verify(payload: Any, key: bytes, now: datetime | None = None) -> Solution:
     if (
         data["algorithm"] != ALGORITHM
         or not 0 <= number <= MAX_NUMBER
-        or not hmac.compare_digest(_signature(key, challenge), data["signature"])
+        or not any(
+            hmac.compare_digest(_signature(key, challenge), data["signature"]) for key in keys
+        )
         or not hmac.compare_digest(_sha256(salt + str(number)), challenge)
         or not salt.endswith("&")
     ):

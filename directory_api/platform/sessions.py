@@ -41,14 +41,14 @@ import msgspec
 import redis
 from cachelib.file import FileSystemCache
 from cachelib.serializers import BaseSerializer
-from flask import Flask, Request, Response, current_app, g, session
+from flask import Flask, Request, Response, current_app, g, has_request_context, session
 from flask_session.base import Serializer, ServerSideSession
 from flask_session.cachelib import CacheLibSessionInterface
 from flask_session.redis import RedisSessionInterface
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from .crypto import derive_key
+from .crypto import keys_for
 from .errors import STORE_UNAVAILABLE, rewrite_as_problem
 from .timeouts import redis_options
 
@@ -136,13 +136,19 @@ class SessionLifetimeMixin:
     id_key: bytes  # the HMAC key of store ids
     value_key: bytes  # the HMAC key of stored sessions
 
-    def _get_store_id(self, sid: str) -> str:
-        digest = hmac.new(self.id_key, sid.encode(), hashlib.sha256).hexdigest()
+    # Keys from SECRET_KEY_FALLBACKS: sessions stored under them are still found (and
+    # moved under the current keys when read).
+    earlier_keys: list[tuple[bytes, bytes]]
+
+    def _get_store_id(self, sid: str, id_key: bytes | None = None) -> str:
+        if has_request_context():
+            g.session_sid = sid  # for a session stored under an earlier key
+        digest = hmac.new(id_key or self.id_key, sid.encode(), hashlib.sha256).hexdigest()
         return self.key_prefix + digest
 
-    def _mac(self, store_id: str, payload: bytes) -> bytes:
+    def _mac(self, store_id: str, payload: bytes, value_key: bytes | None = None) -> bytes:
         message = store_id.encode() + b"\0" + payload
-        return hmac.new(self.value_key, message, hashlib.sha256).hexdigest().encode()
+        return hmac.new(value_key or self.value_key, message, hashlib.sha256).hexdigest().encode()
 
     def _seal(self, store_id: str, session: ServerSideSession) -> bytes:
         """The session as stored: its JSON, under an HMAC of it and the key it is stored
@@ -151,7 +157,7 @@ class SessionLifetimeMixin:
         payload = self.serializer.encode(session)
         return SEALED + self._mac(store_id, payload) + b"." + payload
 
-    def _unseal(self, store_id: str, stored: Any) -> dict | None:
+    def _unseal(self, store_id: str, stored: Any, value_key: bytes | None = None) -> dict | None:
         """The session `stored` under `store_id` holds, if this service sealed it there."""
         if stored is None:
             return None
@@ -159,13 +165,42 @@ class SessionLifetimeMixin:
             stored = stored.encode()
         if isinstance(stored, bytes) and stored.startswith(SEALED):
             mac, _, payload = stored[len(SEALED) :].partition(b".")
-            if hmac.compare_digest(mac, self._mac(store_id, payload)):
+            if hmac.compare_digest(mac, self._mac(store_id, payload, value_key)):
                 return self.serializer.decode(payload)
         log.warning("a stored session that this service did not seal was ignored")
         return None
 
     def _retrieve_session_data(self, store_id: str) -> dict | None:
-        return self._unseal(store_id, self._read(store_id))
+        found = self._unseal(store_id, self._read(store_id))
+        if found is None and self.earlier_keys and g.get("session_sid"):
+            return self._move_from_earlier_key(g.session_sid, store_id)
+        return found
+
+    def _move_from_earlier_key(self, sid: str, store_id: str) -> dict | None:
+        """The session of `sid` stored under an earlier key (before SECRET_KEY was
+        rotated), moved under the current one: saved where it is looked for from now on."""
+        for id_key, value_key in self.earlier_keys:
+            earlier_id = self._get_store_id(sid, id_key)
+            data = self._unseal(earlier_id, self._read(earlier_id), value_key)
+            if data is None:
+                continue
+            permanent = data.get("_permanent", self.permanent)
+            lifetime = (
+                current_app.permanent_session_lifetime
+                if permanent
+                else current_app.config["SESSION_IDLE_LIFETIME"]
+            )
+            moved = self.session_class(data, sid=sid)  # type: ignore[attr-defined]
+            self._write(
+                store_id,
+                self._seal(store_id, moved),
+                int(lifetime.total_seconds()),
+                only_if_present=False,
+            )
+            self._delete_session(earlier_id)  # type: ignore[attr-defined]
+            g.session_sid = sid
+            return data
+        return None
 
     def _read(self, store_id: str) -> Any:
         raise NotImplementedError
@@ -287,6 +322,7 @@ def init_sessions(app: Flask) -> None:
     else:
         raise RuntimeError(f"Unsupported SESSION_TYPE {kind!r}: use 'cachelib' or 'redis'.")
     interface.serializer = JSONSessions()
-    interface.id_key = derive_key(app.config["SECRET_KEY"], "session store id")
-    interface.value_key = derive_key(app.config["SECRET_KEY"], "session store value")
+    id_keys, value_keys = keys_for(app, "session store id"), keys_for(app, "session store value")
+    interface.id_key, interface.value_key = id_keys[0], value_keys[0]
+    interface.earlier_keys = list(zip(id_keys[1:], value_keys[1:], strict=True))
     app.session_interface = interface  # type: ignore[assignment]

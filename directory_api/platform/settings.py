@@ -200,6 +200,11 @@ def production_problems(config: dict[str, Any]) -> list[str]:
             f"set OUTBOX_KEY to a random string of at least {MIN_SECRET_LENGTH} characters "
             "(or unset it to derive the key from SECRET_KEY)"
         )
+    if config.get("PII_HASH_KEY") and is_weak_secret(config["PII_HASH_KEY"]):
+        problems.append(
+            f"set PII_HASH_KEY to a random string of at least {MIN_SECRET_LENGTH} characters "
+            "(or unset it to derive the key from SECRET_KEY)"
+        )
     if config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite") and not config.get(
         "ALLOW_SQLITE_IN_PRODUCTION"
     ):
