@@ -304,6 +304,9 @@ class Config:
     # comma-separated; none by default), how long the delivery log is kept, and how many
     # deliveries one outbox worker makes at once (threads beside its mail).
     WEBHOOK_TIMEOUT = env_float("WEBHOOK_TIMEOUT", 15.0)
+    # Who may read GET /metrics besides a super's token with audit:read (API.md 18): the
+    # networks a scraper is in, CIDRs, comma-separated (after PROXY_FIX_X_FOR).
+    METRICS_ALLOW = env_list("METRICS_ALLOW") or ["127.0.0.1/32", "::1/128"]
     WEBHOOK_WORKERS = env_int("WEBHOOK_WORKERS", 4)
     WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", False)
     WEBHOOK_ALLOWED_NETWORKS = env_list("WEBHOOK_ALLOWED_NETWORKS")

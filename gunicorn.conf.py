@@ -89,3 +89,25 @@ def post_fork(server: Any, worker: Any) -> None:
             raise AppImportError(error.format_message()) from None
 
     worker.load_wsgi = load_or_refuse
+
+
+# Metrics (API.md 18): every worker writes its own files in one directory, which a scrape of
+# any worker reads whole. The master empties it (or makes one) before any worker starts, so
+# no series of an earlier run lingers, and marks each worker that exits (a recycled one,
+# max_requests) dead. Set PROMETHEUS_MULTIPROC_DIR to choose the directory.
+def on_starting(server: Any) -> None:
+    import shutil
+    import tempfile
+
+    chosen = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    directory = chosen or tempfile.mkdtemp(prefix="directory-api-metrics-")
+    if chosen:
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory, mode=0o700)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)

@@ -11,7 +11,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from config import get_config
 
 # Every model registered before Alembic looks.
-from . import audit, listing_pages, models, search, vote_integrity
+from . import audit, gauges, listing_pages, models, search, vote_integrity
 from .credentials import init_password_hasher
 from .endpoints import check_declared
 from .platform import reads, single_use
@@ -27,6 +27,7 @@ from .platform.extensions import db, limiter, login_manager, mail, migrate
 from .platform.json_provider import JSONProvider
 from .platform.limits import check_only_limited_routes, guard_limit_headers
 from .platform.logs import configure_logging, register_request_logging
+from .platform.metrics import add_scrape_collector, init_metrics
 from .platform.reads import add_read_engine
 from .platform.sessions import init_sessions
 from .platform.settings import check_settings
@@ -122,6 +123,8 @@ def register_extensions(app: Flask) -> None:
     init_password_hasher(app)
     init_keys(app)
     init_single_use(app)
+    init_metrics(app)
+    add_scrape_collector(app, gauges.backlogs)
     if app.config["CORS_ORIGINS"]:
         CORS(
             app,

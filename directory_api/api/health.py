@@ -1,14 +1,19 @@
-"""/health (the database answers) and /health/ready (every configured backing service does)."""
+"""/health (the database answers), /health/ready (every configured backing service does)
+and /metrics (Prometheus, API.md 18)."""
 
 from flask import Blueprint, current_app
+from flask_login import current_user
 from redis import Redis
 from redis.exceptions import RedisError
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..access import calling_token, granted
 from ..endpoints import endpoint
-from ..platform.errors import problem
+from ..models.api_token import Scope
+from ..platform.errors import abort, problem
 from ..platform.extensions import db
+from ..platform.metrics import address_allowed, scrape_response
 from ..platform.timeouts import redis_options
 from ..schemas.common import ReadyOut, StatusOut
 
@@ -63,3 +68,25 @@ def ready():
     if failed:
         return problem(503, "Not ready: " + ", ".join(failed) + " unavailable.", checks=checks)
     return {"status": "ok", "checks": checks}
+
+
+@bp.get("/metrics")
+@endpoint(responses={200: None}, not_found=True)
+def metrics():
+    """Prometheus metrics of this instance (text format): requests by route template,
+    latency, backlogs. For addresses in METRICS_ALLOW, or a super's API token with
+    `audit:read`; anyone else gets 404."""
+    if not (address_allowed() or super_reading_the_audit()):
+        abort(404)
+    return scrape_response()
+
+
+def super_reading_the_audit() -> bool:
+    """A super's token that may read the whole audit log (no location limit)."""
+    token = calling_token()
+    return (
+        token is not None
+        and current_user.is_super
+        and Scope.AUDIT_READ in granted(token.scopes)
+        and token.location_ids is None
+    )

@@ -118,13 +118,12 @@ def setting_problems(app: Flask) -> list[str]:
 
 def network_problems(config: Any) -> list[str]:
     problems = []
-    for entry in config["WEBHOOK_ALLOWED_NETWORKS"]:
-        try:
-            parse_networks([entry])
-        except ValueError:
-            problems.append(
-                f"WEBHOOK_ALLOWED_NETWORKS entry {entry!r} is not a network such as 10.20.0.0/16"
-            )
+    for name in ("WEBHOOK_ALLOWED_NETWORKS", "METRICS_ALLOW"):
+        for entry in config[name]:
+            try:
+                parse_networks([entry])
+            except ValueError:
+                problems.append(f"{name} entry {entry!r} is not a network such as 10.20.0.0/16")
     return problems
 
 
