@@ -1,16 +1,25 @@
-"""What `GET /metrics` reads at scrape time (API.md 18): the backlogs an operator alerts
-on. Each is one cheap statement (the votes awaiting moderation come from the stored
-counts, not from counting votes), and a scrape reads them at most every 15 s per process
+"""What `GET /metrics` shows of the directory (API.md 18): the counters its views bump
+(votes submitted, sign-ins), and the backlogs an operator alerts on, read at scrape time.
+Each backlog is one cheap statement (the votes awaiting moderation come from the stored
+counts, not from counting votes), read at most every 15 s per process
 (platform/metrics.py)."""
 
 from collections.abc import Iterable
 
+from prometheus_client import Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy import func, select
 
 from .models import DeliveryStatus, OutboxMessage, OutboxStatus, VoteRevision, WebhookDelivery
 from .platform.extensions import db
 from .platform.types import utcnow
+
+VOTES = Counter(
+    "votes_submitted",
+    "Public submissions taken, by type and outcome (accepted, or held as possibly automated).",
+    ["type", "outcome"],
+)
+SIGN_INS = Counter("sign_ins", "Sign-in attempts, by result (succeeded, failed).", ["result"])
 
 OUTBOX_DUE = select(func.count(), func.min(OutboxMessage.next_attempt_at)).where(
     OutboxMessage.status == OutboxStatus.PENDING

@@ -146,3 +146,53 @@ def fetch(port: int, path: str) -> str:
         return answer.read().decode()
     finally:
         connection.close()
+
+
+def total(text: str, name: str) -> float:
+    """The sum of every series of `name`."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " ")
+    )
+
+
+def test_votes_sign_ins_refusals_and_dependency_errors_are_counted(app_factory, tmp_path):
+    from .factories import PASSWORD
+    from .test_votes import body_for
+
+    app = app_factory(RATELIMIT_LOGIN_PER_IP="2/minute")
+    with app.app_context():
+        make_location("harbour", email="desk@harbour.example")
+        make_user("ann@example.com")
+        client = app.test_client()
+        before = scrape(client)
+        votes = "/locations/harbour/votes/submit/"
+        assert client.post(votes + "btoc", json=body_for("btoc")).status_code == 202
+        assert client.post(votes + "employer", json=body_for("employer")).status_code == 201
+        login = "/auth/login"
+        assert (
+            client.post(login, json={"email": "ann@example.com", "password": "no"}).status_code
+            == 401
+        )
+        right = {"email": "ann@example.com", "password": PASSWORD}
+        assert app.test_client().post(login, json=right).status_code == 200
+        assert app.test_client().post(login, json=right).status_code == 429
+        after = scrape(client)
+    for name, labels in (
+        ("votes_submitted_total", {"type": "btoc", "outcome": "accepted"}),
+        ("votes_submitted_total", {"type": "employer", "outcome": "accepted"}),
+        ("sign_ins_total", {"result": "failed"}),
+        ("sign_ins_total", {"result": "succeeded"}),
+    ):
+        assert (sample(after, name, **labels) or 0) - (sample(before, name, **labels) or 0) == 1
+    assert (
+        total(after, "rate_limit_refusals_total") - total(before, "rate_limit_refusals_total") == 1
+    )
+    broken = app_factory(SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path}/missing/x.sqlite3")
+    with broken.app_context():
+        client = broken.test_client()
+        was = sample(scrape(client), "dependency_errors_total", dependency="database") or 0
+        assert client.get("/regions/").status_code == 503
+        now = sample(scrape(client), "dependency_errors_total", dependency="database")
+    assert now == was + 1

@@ -13,9 +13,11 @@ from ..credentials import (
     verify_password,
 )
 from ..endpoints import Access, endpoint
+from ..gauges import SIGN_INS
 from ..platform.errors import abort
 from ..platform.extensions import db
 from ..platform.limits import login_per_email, login_per_ip
+from ..platform.metrics import count
 from ..schemas.users import LoginIn, UserOut
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")
@@ -36,6 +38,7 @@ def login(data):
     if not verify_password(user.password_hash if user else None, data["password"]):
         audit.record("auth.login_failed", target=user)  # kept: the 401 rolls nothing back
         db.session.commit()
+        count(SIGN_INS, "failed")
         abort(401, "Wrong e-mail or password.")
     if password_needs_rehash(user.password_hash):
         user.password_hash = hash_password(data["password"])
@@ -43,6 +46,7 @@ def login(data):
     sign_in(user, remember=data["remember"])
     audit.record("auth.login", target=user, actor=user, sign_in=True)
     db.session.commit()
+    count(SIGN_INS, "succeeded")
     return user
 
 

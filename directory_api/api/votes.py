@@ -18,6 +18,7 @@ from .. import audit, moderation
 from .. import vote_integrity as integrity
 from ..access import has_location_access, located
 from ..endpoints import Access, Answer, endpoint
+from ..gauges import VOTES
 from ..models import (
     Employer,
     Listing,
@@ -45,6 +46,7 @@ from ..platform.limits import (
     votes_per_ip,
     votes_per_location,
 )
+from ..platform.metrics import count
 from ..platform.outbox import queue_mail
 from ..platform.output import Written, schema_instance
 from ..platform.page_queries import encoded_by_id, every_row, paginate
@@ -192,6 +194,7 @@ def submit_employer(data, location: Location):
         integrity.send_receipt(vote, location, typed_email)
     db.session.add(vote)
     db.session.flush()
+    count(VOTES, VoteType.EMPLOYER.value, "held" if suspect else "accepted")
     return {"id": vote.id, "status": "received"}
 
 
@@ -226,6 +229,7 @@ def mail_vote(location: Location, kind: VoteType, data: dict[str, Any]) -> dict[
         label=LABELS[kind],
         vote=SimpleNamespace(**data),
     )
+    count(VOTES, kind.value, "held" if held else "accepted")
     if held:
         message.status = OutboxStatus.HELD
     elif not recipients:

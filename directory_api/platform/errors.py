@@ -3,7 +3,7 @@
 from http import HTTPStatus
 from typing import Any, NoReturn
 
-from flask import Flask, Response, current_app, g
+from flask import Flask, Response, current_app, g, request
 from marshmallow import ValidationError
 from redis.exceptions import RedisError
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException
 
 from .extensions import db
 from .json_provider import json_response
+from .metrics import DEPENDENCY_ERRORS, RATE_LIMITED, count
 
 PROBLEM_MIMETYPE = "application/problem+json"
 
@@ -92,6 +93,9 @@ def validation_problem(errors: dict[str, Any], detail: str) -> Response:
 
 def handle_http_exception(error: HTTPException) -> Response:
     status = error.code or 500
+    if status == 429:
+        scope = getattr(getattr(error, "limit", None), "scope", None)
+        count(RATE_LIMITED, scope if isinstance(scope, str) else str(request.endpoint))
     if isinstance(error, APIError):
         response = problem(status, error.description, **error.extra)
     else:
@@ -129,6 +133,7 @@ def handle_data_error(error: DataError) -> Response:
 
 def handle_database_unavailable(error: DBAPIError) -> Response:
     db.session.rollback()
+    count(DEPENDENCY_ERRORS, "database")
     current_app.logger.error("database unavailable: %s", database_error_summary(error))
     return problem(503, "The database is unavailable; try again shortly.")
 
@@ -138,11 +143,13 @@ STORE_UNAVAILABLE = "The session or rate-limit store is unavailable; try again s
 
 def handle_store_unavailable(error: RedisError) -> Response:
     db.session.rollback()  # nothing the request did is kept when it cannot complete
+    count(DEPENDENCY_ERRORS, "redis")
     current_app.logger.error("redis unavailable: %s", type(error).__name__)
     return problem(503, STORE_UNAVAILABLE)
 
 
 def handle_pool_timeout(error: PoolTimeoutError) -> Response:
+    count(DEPENDENCY_ERRORS, "database")
     current_app.logger.error("no database connection free within the pool timeout")
     return problem(503, "The database is busy; try again shortly.")
 

@@ -26,6 +26,7 @@ from typing import Any
 from flask import Flask, Response, current_app, g, request, request_finished
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
+    REGISTRY,
     CollectorRegistry,
     Counter,
     Histogram,
@@ -56,6 +57,26 @@ LATENCY = Histogram(
     ["route"],
     buckets=BUCKETS,
 )
+
+
+RATE_LIMITED = Counter(
+    "rate_limit_refusals", "Requests refused by a rate limit (429), by limit.", ["limit"]
+)
+DEPENDENCY_ERRORS = Counter(
+    "dependency_errors",
+    "Failures of a service the API depends on, by service (database, redis, smtp).",
+    ["dependency"],
+)
+_children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+
+
+def count(counter: Counter, *labels: str) -> None:
+    """One more of `counter{labels}` (its child kept: `labels()` parses every call)."""
+    key = (counter, labels)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = counter.labels(*labels)
+    child.inc()
 
 
 def route_of() -> str:
@@ -141,8 +162,8 @@ def scrape_response() -> Response:
     if os.environ.get(MULTIPROCESS_DIR):
         multiprocess.MultiProcessCollector(registry)
         collectors: list[Any] = []
-    else:
-        collectors = [REQUESTS, LATENCY]
+    else:  # this process's metrics: ours, every module's, and the library's own
+        collectors = [REGISTRY]
     for collector in [*collectors, *app.extensions.get("scrape_collectors", [])]:
         registry.register(collector)
     response = Response(generate_latest(registry))
