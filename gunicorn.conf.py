@@ -104,7 +104,17 @@ def on_starting(server: Any) -> None:
     if chosen:
         shutil.rmtree(directory, ignore_errors=True)
         os.makedirs(directory, mode=0o700)
+    else:
+        server.made_metrics_dir = directory  # ours: removed when the master exits
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+
+
+def on_exit(server: Any) -> None:
+    import shutil
+
+    made = getattr(server, "made_metrics_dir", None)
+    if made:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 def child_exit(server: Any, worker: Any) -> None:

@@ -21,16 +21,20 @@ VOTES = Counter(
 )
 SIGN_INS = Counter("sign_ins", "Sign-in attempts, by result (succeeded, failed).", ["result"])
 
-OUTBOX_DUE = select(func.count(), func.min(OutboxMessage.next_attempt_at)).where(
-    OutboxMessage.status == OutboxStatus.PENDING
-)
+OUTBOX_DUE = select(
+    func.count(),
+    func.min(OutboxMessage.next_attempt_at),
+    # Whose last attempt failed: SMTP's trouble, seen from the web (the outbox worker is a
+    # process of its own, whose counters no scrape of gunicorn's reads).
+    func.count(OutboxMessage.last_error),
+).where(OutboxMessage.status == OutboxStatus.PENDING)
 AWAITING_MODERATION = select(func.coalesce(func.sum(VoteRevision.pending), 0))
 WEBHOOKS_PENDING = select(func.count()).where(WebhookDelivery.status == DeliveryStatus.PENDING)
 
 
 def backlogs() -> Iterable[Metric]:
     try:
-        pending, oldest = db.session.execute(OUTBOX_DUE).one()
+        pending, oldest, retrying = db.session.execute(OUTBOX_DUE).one()
         awaiting = db.session.scalar(AWAITING_MODERATION)
         webhooks = db.session.scalar(WEBHOOKS_PENDING)
     finally:
@@ -41,6 +45,11 @@ def backlogs() -> Iterable[Metric]:
         "outbox_oldest_pending_age_seconds",
         "How long the mail waiting longest has waited (0: none waits).",
         value=max(age, 0.0),
+    )
+    yield GaugeMetricFamily(
+        "outbox_retrying",
+        "Mail waiting again after a failed attempt (SMTP refused or did not answer).",
+        value=retrying,
     )
     yield GaugeMetricFamily(
         "votes_awaiting_moderation", "Votes not yet active, at every location.", value=awaiting

@@ -98,6 +98,7 @@ def test_the_backlogs_are_read_at_scrape_time(app_factory):
         text = scrape(app.test_client())
     assert sample(text, "outbox_pending") is None  # a gauge without labels: no braces
     assert "outbox_pending 1.0" in text
+    assert "outbox_retrying 0.0" in text  # not attempted yet
     assert re.search(r"^outbox_oldest_pending_age_seconds \d", text, re.M)
     assert "votes_awaiting_moderation 0.0" in text
     assert "webhook_deliveries_pending 0.0" in text
@@ -196,3 +197,19 @@ def test_votes_sign_ins_refusals_and_dependency_errors_are_counted(app_factory, 
         assert client.get("/regions/").status_code == 503
         now = sample(scrape(client), "dependency_errors_total", dependency="database")
     assert now == was + 1
+
+
+def test_mail_that_smtp_refused_shows_as_retrying(app_factory):
+    """SMTP's trouble, seen from the web: mail waiting again after a failed attempt."""
+    from directory_api.platform.extensions import db
+    from directory_api.platform.outbox import queue_mail
+
+    from .conftest import free_port, send_outbox, smtp_settings
+
+    down = app_factory(**smtp_settings(free_port()))  # nothing listens there
+    with down.app_context():
+        queue_mail("someone@example.org", "password_changed", user=None)
+        db.session.commit()
+        assert "sent 0, failed 1" in send_outbox(down)
+        text = scrape(down.test_client())
+    assert "outbox_retrying 1.0" in text and "outbox_pending 1.0" in text

@@ -64,7 +64,7 @@ RATE_LIMITED = Counter(
 )
 DEPENDENCY_ERRORS = Counter(
     "dependency_errors",
-    "Failures of a service the API depends on, by service (database, redis, smtp).",
+    "Failures of a service the API depends on while answering, by service (database, redis).",
     ["dependency"],
 )
 _children: dict[tuple[Any, tuple[str, ...]], Any] = {}

@@ -33,7 +33,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 from .email_addresses import EMAIL_LENGTH
 from .extensions import db
 from .leases import Claim, claim_next, settle
-from .metrics import DEPENDENCY_ERRORS, count
 from .types import EncryptedText, IdMixin, UTCDateTime, string_enum, utcnow
 
 log = logging.getLogger(__name__)
@@ -246,8 +245,6 @@ def deliver_due(limit: int = 500) -> DeliveryReport:
             send_now(message, claim.deadline)
         except Exception as error:  # SMTP errors, refused connections, timeouts …
             report.failed += 1
-            if not isinstance(error, UndecryptableBody):
-                count(DEPENDENCY_ERRORS, "smtp")
             last_error = f"{type(error).__name__}: {error}"[:2000]
             outcome: dict[str, Any] = {"last_error": last_error}
             # A body no key opens waits for its key (OUTBOX_OLD_KEYS) however long it takes:
