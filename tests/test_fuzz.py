@@ -356,6 +356,9 @@ DEPENDS_ON_STATE = re.compile(
     # Webhooks: where a URL's host resolves to (the network), https unless the settings
     # allow http, and which events a location's subscription may ask for (said in words).
     r"|^Must be an https URL\.$|^Must be an http\(s\) URL\.$|does not resolve\.$|resolves to"
+    r"|did not resolve in time\.$"
+    # A port the `uri` format allows and TCP does not (73245).
+    r"|^The port must be a number from 0 to 65535\.$"
     r"|^Must not carry credentials|^Not events of this kind of subscription"
     # A date the pattern allows and the calendar does not (February 30th).
     r"|^There is no such day\.$"

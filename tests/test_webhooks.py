@@ -154,6 +154,7 @@ def test_rotating_the_secret_shows_the_new_one_and_keeps_the_old_for_a_day(clien
         ("http://93.184.216.34/hook", "https"),
         ("https://user:pw@93.184.216.34/hook", "credentials"),
         ("https://no-such-host.invalid/hook", "does not resolve"),
+        ("https://93.184.216.34:73245/hook", "port must be a number"),
     ],
 )
 def test_receivers_the_service_may_not_reach_are_refused(clients, world, url, words):

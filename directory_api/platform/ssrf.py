@@ -84,9 +84,12 @@ def parsed(url: str, *, allow_http: bool) -> SplitResult:
     host and no credentials."""
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 (raises ValueError for a port out of range)
     except ValueError as error:
         raise Refused("Not a valid URL.") from error
+    try:
+        parts.port  # noqa: B018 (raises ValueError for a port out of range)
+    except ValueError as error:
+        raise Refused("The port must be a number from 0 to 65535.") from error
     schemes = ("https", "http") if allow_http else ("https",)
     if parts.scheme not in schemes:
         raise Refused("Must be an https URL." if not allow_http else "Must be an http(s) URL.")
