@@ -21,7 +21,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import lazyload, undefer
 
-from .models import ApiToken, Location, Membership, Role, User
+from .models import ApiToken, Location, Membership, Role, User, UserStatus
 from .models.api_token import INCLUDED, Scope
 from .platform.bearer import bearer_of, token_hash, well_formed
 from .platform.errors import abort
@@ -89,6 +89,23 @@ def check_may_edit_details(target: User) -> None:
     )
     if elsewhere is not None:
         abort(403, "This user also has a role at a location you do not own.")
+
+
+def owner_addresses(location: Location) -> list[str]:
+    """The addresses of the location's owners who have registered (an invited owner who
+    has not gets no mail meant for those who act), in order."""
+    return list(
+        db.session.scalars(
+            select(User.email)
+            .join(Membership, Membership.user_id == User.id)
+            .where(
+                Membership.location_id == location.id,
+                Membership.role == Role.OWNER,
+                User.status == UserStatus.ACTIVE,
+            )
+            .order_by(User.email)
+        )
+    )
 
 
 # Built once: the statement and its cache key are not made again for every request. The

@@ -16,7 +16,7 @@ from sqlalchemy.orm import joinedload
 
 from .. import audit, moderation
 from .. import vote_integrity as integrity
-from ..access import has_location_access, located
+from ..access import has_location_access, located, owner_addresses
 from ..endpoints import Access, Answer, endpoint
 from ..gauges import VOTES
 from ..models import (
@@ -24,12 +24,9 @@ from ..models import (
     Listing,
     ListingCount,
     Location,
-    Membership,
     OutboxMessage,
     OutboxStatus,
-    Role,
     User,
-    UserStatus,
     Vote,
     VoteRevision,
     VoteType,
@@ -150,18 +147,9 @@ def vote_recipients(location: Location) -> list[str]:
     """The location's address, else its owners', else the configured fallback."""
     if location.email:
         return [location.email]
-    owners = db.session.scalars(
-        select(User.email)
-        .join(Membership, Membership.user_id == User.id)
-        .where(
-            Membership.location_id == location.id,
-            Membership.role == Role.OWNER,
-            User.status == UserStatus.ACTIVE,  # owners who have not registered yet get none
-        )
-        .order_by(User.email)
-    ).all()
+    owners = owner_addresses(location)
     if owners:
-        return list(owners)
+        return owners
     fallback = current_app.config.get("VOTE_FALLBACK_RECIPIENT")
     return [fallback] if fallback else []
 

@@ -32,11 +32,10 @@ from flask import current_app
 from sqlalchemy import delete, func, select, update
 from standardwebhooks import Webhook
 
+from ..access import owner_addresses
 from ..models import (
     DeliveryStatus,
     Location,
-    Membership,
-    Role,
     User,
     UserStatus,
     WebhookDelivery,
@@ -48,7 +47,7 @@ from ..openapi import VERSION
 from ..platform.extensions import db
 from ..platform.leases import Claim, claim_next, settle
 from ..platform.outbound import TimeUp, post
-from ..platform.outbox import queue_mail
+from ..platform.outbox import lease, queue_mail
 from ..platform.ssrf import Refused, parse_networks
 
 log = logging.getLogger(__name__)
@@ -81,10 +80,6 @@ class Receiver:
     url: str
     secrets: list[str]
     location_id: uuid.UUID | None
-
-
-def lease() -> timedelta:
-    return timedelta(seconds=current_app.config["OUTBOX_LEASE_SECONDS"])
 
 
 def signature(secrets: list[str], message_id: str, at: datetime, body: str) -> str:
@@ -332,16 +327,10 @@ class Subscription:
 
 def managers(location: Location | None) -> list[str]:
     """Who manages a location's subscriptions (its owners), or the global ones (supers)."""
-    active = User.status == UserStatus.ACTIVE
-    if location is None:
-        stmt = select(User.email).where(User.is_super, active)
-    else:
-        stmt = (
-            select(User.email)
-            .join(Membership, Membership.user_id == User.id)
-            .where(Membership.location_id == location.id, Membership.role == Role.OWNER, active)
-        )
-    return list(db.session.scalars(stmt.order_by(User.email)))
+    if location is not None:
+        return owner_addresses(location)
+    supers = select(User.email).where(User.is_super, User.status == UserStatus.ACTIVE)
+    return list(db.session.scalars(supers.order_by(User.email)))
 
 
 def redeliver(delivery: WebhookDelivery) -> WebhookDelivery:
