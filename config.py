@@ -172,6 +172,7 @@ def env_redis_url(name: str) -> str | None:
 RATELIMIT_STORAGE_SCHEMES = ("memory", "redis", "rediss", "redis+unix")
 SESSION_TYPES = ("cachelib", "redis")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+POOL_MODES = ("session", "transaction")  # how PostgreSQL connections are pooled (PgBouncer)
 
 
 def env_list(name: str) -> list[str]:
@@ -200,6 +201,10 @@ class Config:
     DATABASE_POOL_TIMEOUT = env_float("DATABASE_POOL_TIMEOUT", 3.0)  # wait for a free connection
     # A pooled connection idle this long is pinged before use (0: every time; timeouts.py).
     DATABASE_PING_AFTER = env_float("DATABASE_PING_AFTER", 2.0)
+    # `transaction` behind PgBouncer in transaction pooling (API.md 18): no server-side
+    # prepared statements, no session settings at connect (the statement timeout is then
+    # the pooler's `connect_query` or the role's; deploy/pgbouncer.ini).
+    DATABASE_POOL_MODE = env_choice("DATABASE_POOL_MODE", "session", POOL_MODES)
     REDIS_URL = env_redis_url("REDIS_URL")
     REDIS_CONNECT_TIMEOUT = env_float("REDIS_CONNECT_TIMEOUT", 1.0)
     REDIS_TIMEOUT = env_float("REDIS_TIMEOUT", 1.0)
@@ -336,6 +341,7 @@ class TestingConfig(Config):
     TESTING = True
     SECRET_KEY = "test-only-not-secret"  # noqa: S105
     SQLALCHEMY_DATABASE_URI = env_database_url("TEST_DATABASE_URL")
+    DATABASE_POOL_MODE = env_choice("TEST_DATABASE_POOL_MODE", "session", POOL_MODES)
     REDIS_URL = env_redis_url("TEST_REDIS_URL")
     SESSION_TYPE = "redis" if REDIS_URL else "cachelib"
     RATELIMIT_STORAGE_URI = REDIS_URL or "memory://"

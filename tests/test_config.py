@@ -87,6 +87,11 @@ def read_setting(expression: str, environment: dict[str, str]) -> str:
         ("SESSION_COOKIE_SAMESITE", "Relaxed", "is not one of: Lax, Strict, None"),
         ("SESSION_TYPE", "memcached", "SESSION_TYPE='memcached' is not one of: cachelib, redis"),
         ("LOG_LEVEL", "LOUD", "LOG_LEVEL='LOUD' is not one of: DEBUG, INFO, WARNING"),
+        (
+            "DATABASE_POOL_MODE",
+            "statement",
+            "DATABASE_POOL_MODE='statement' is not one of: session, transaction",
+        ),
         ("DATABASE_URL", "mysql://app:hunter2@db/directory", "DATABASE_URL is not a URL like"),
         ("REDIS_URL", "redis.internal:6379", "REDIS_URL is not a URL like redis://"),
         ("RATELIMIT_STORAGE_URI", "banana://", "RATELIMIT_STORAGE_URI is not a URL like"),

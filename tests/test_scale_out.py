@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import PG_URL, free_port
+from .conftest import PG_URL, POOL_MODE, free_port
 from .factories import PASSWORD, make_user
 
 REDIS_URL = os.environ.get("TEST_REDIS_URL")
@@ -63,6 +63,7 @@ def two_instances(app, tmp_path):
         "APP_ENV": "production",
         "SECRET_KEY": "scale-out-tests-8Hq3mZ6wK1xV9cR4tB7p",
         "DATABASE_URL": PG_URL,
+        "DATABASE_POOL_MODE": POOL_MODE,
         "REDIS_URL": REDIS_URL,
         "MAIL_SERVER": "127.0.0.1",
         "SESSION_COOKIE_SECURE": "false",  # plain http on loopback

@@ -41,7 +41,7 @@ import sqlalchemy
 
 from config import Config
 
-from .conftest import PROBLEM, free_port
+from .conftest import POOL_MODE, PROBLEM, free_port
 from .factories import PASSWORD, grant, make_category, make_location, make_social, make_user
 from .test_browser import truthy
 from .test_scale_out import wait_until_up
@@ -74,6 +74,7 @@ def gunicorn(database_url: str, folder: Path, root: Path = ROOT, **settings: str
         "APP_ENV": "production",
         "SECRET_KEY": "gunicorn-tests-5kQ2wX9mB7vR3zL8pT4n",
         "DATABASE_URL": database_url,
+        "DATABASE_POOL_MODE": POOL_MODE,
         "REDIS_URL": "",
         "ALLOW_SQLITE_IN_PRODUCTION": "1",
         "ALLOW_FILE_SESSIONS": "1",

@@ -16,8 +16,16 @@ instead of redis-py's default three with backoff (which turned a frozen Redis in
 per request).
 
 SMTP has its own timeout in `outbox.py`; requests never talk to SMTP.
+
+Behind PgBouncer in transaction pooling (`DATABASE_POOL_MODE=transaction`) a connection
+is the pooler's, not one server session: its start-up parameters never reach PostgreSQL
+(PgBouncer refuses `options`) and a prepared statement may meet another server connection.
+So psycopg prepares nothing and the statement timeout is left to the pooler's
+`connect_query` (deploy/pgbouncer.ini) or the role; the first connection checks it and
+warns when it differs. The client's bound on every round trip holds in both modes.
 """
 
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +41,8 @@ from sqlalchemy import Connection, Engine, event, exc
 # Added to the statement timeout before the client stops waiting for an answer, so that a
 # merely slow statement is cancelled by the server (a clean error) rather than cut off.
 CLIENT_MARGIN_SECONDS = 1.0
+
+log = logging.getLogger(__name__)
 
 
 class NoAnswer(psycopg.OperationalError):
@@ -64,18 +74,25 @@ def database_engine_options(config: dict[str, Any], url: str) -> dict[str, Any]:
     if url.startswith("postgresql"):
         options["pool_timeout"] = config["DATABASE_POOL_TIMEOUT"]
         options["connect_args"] = {"connect_timeout": config["DATABASE_CONNECT_TIMEOUT"]}
+        if config.get("DATABASE_POOL_MODE") == "transaction":
+            # A statement prepared on one server connection is unknown to the next.
+            options["connect_args"]["prepare_threshold"] = None
     return {**options, **(config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})}
 
 
 def bound_postgresql(app: Flask, engine: Engine) -> None:
     """Connect through BoundedConnection, with the server's statement timeout set at start-up
-    (the `options` start-up parameter: no extra round trip per connection)."""
+    (the `options` start-up parameter: no extra round trip per connection), or, behind a
+    transaction pooler, checked once against the pooler's."""
     statement_timeout = float(app.config["DATABASE_STATEMENT_TIMEOUT"])
     round_trip = statement_timeout + CLIENT_MARGIN_SECONDS if statement_timeout > 0 else None
+    pooled = app.config.get("DATABASE_POOL_MODE") == "transaction"
+    if pooled:
+        event.listen(engine, "connect", _check_statement_timeout(statement_timeout), once=True)
 
     @event.listens_for(engine, "do_connect")
     def connect(_dialect: Any, _record: Any, cargs: tuple, cparams: dict) -> BoundedConnection:
-        if statement_timeout > 0:
+        if statement_timeout > 0 and not pooled:
             setting = f"-c statement_timeout={int(statement_timeout * 1000)}"
             cparams["options"] = f"{cparams.get('options', '')} {setting}".strip()
         connection = BoundedConnection.connect(*cargs, **cparams)
@@ -97,6 +114,29 @@ def bound_postgresql(app: Flask, engine: Engine) -> None:
 
     engine.dialect.do_ping = bounded_ping  # type: ignore[method-assign]
     ping_when_idle(engine, float(app.config["DATABASE_PING_AFTER"]))
+
+
+def _check_statement_timeout(wanted: float) -> Any:
+    """A `connect` listener warning when the server's statement timeout (set by a transaction
+    pooler or the role, not by the app) is not `wanted` seconds."""
+
+    def check(dbapi_connection: psycopg.Connection, _record: Any) -> None:
+        row = dbapi_connection.execute(
+            "SELECT setting FROM pg_settings WHERE name = 'statement_timeout'"
+        ).fetchone()
+        if not dbapi_connection.autocommit:
+            dbapi_connection.rollback()
+        found = int(row[0]) if row else 0
+        if found != int(wanted * 1000):
+            log.warning(
+                "DATABASE_POOL_MODE=transaction: the server's statement_timeout is %d ms where "
+                "DATABASE_STATEMENT_TIMEOUT asks for %d ms; set it in PgBouncer's connect_query "
+                "(deploy/pgbouncer.ini) or with ALTER ROLE … SET statement_timeout",
+                found,
+                int(wanted * 1000),
+            )
+
+    return check
 
 
 def ping_when_idle(engine: Engine, ping_after: float) -> None:
