@@ -30,16 +30,17 @@ own details belong to no location, so only supers see them.
 import enum
 import ipaddress
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from flask import g, has_request_context, request
 from flask_login import current_user
-from sqlalchemy import inspect
+from sqlalchemy import delete, func, insert, inspect, select
 from sqlalchemy.orm import Session, SessionTransaction
 
-from .models import AuditEntry, Location, Membership, RoleGrant, User
+from .models import AuditCount, AuditEntry, Location, Membership, RoleGrant, User
 from .models.base import Audit
 from .platform.extensions import db
 from .platform.output import timestamp_text
@@ -457,6 +458,34 @@ def _forget(session: Session, transaction: SessionTransaction) -> None:
     them along."""
     if transaction.parent is None:
         session.info.pop("audit", None)
+
+
+def entries_counted(location_id: uuid.UUID | None = None) -> int:
+    """How many audit entries there are (at `location_id`, when given): the sum of their
+    kept counts (models/audit.py), exact whatever the table's size."""
+    stmt = select(func.coalesce(func.sum(AuditCount.entries), 0))
+    if location_id is not None:
+        stmt = stmt.where(AuditCount.location_id == location_id)
+    return int(db.session.scalar(stmt))
+
+
+def compact_counts() -> int:
+    """Fold the rows of `audit_counts` into one per location (none where it comes to 0),
+    committed; how many rows there were. The rows taken are exactly the rows summed (one
+    DELETE … RETURNING), so rows added meanwhile are neither lost nor counted twice."""
+    taken = db.session.execute(
+        delete(AuditCount)
+        .returning(AuditCount.location_id, AuditCount.entries)
+        .execution_options(synchronize_session=False)
+    ).all()
+    sums: Counter = Counter()
+    for location_id, entries in taken:
+        sums[location_id] += entries
+    folded = [{"location_id": key, "entries": n} for key, n in sums.items() if n]
+    if folded:
+        db.session.execute(insert(AuditCount), folded)
+    db.session.commit()
+    return len(taken)
 
 
 # Registered by create_app (events.py).

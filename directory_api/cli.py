@@ -14,6 +14,7 @@ from marshmallow import ValidationError
 from sqlalchemy import select
 
 from . import demo
+from .audit import compact_counts
 from .credentials import notice_expiring_tokens, set_password
 from .models import User
 from .models.listing import recount_listings
@@ -138,7 +139,15 @@ def purge_webhook_deliveries() -> None:
         log.info("purged %d webhook deliveries past WEBHOOK_LOG_DAYS", purged)
 
 
+def compact_audit_counts() -> None:
+    """The rows the audit log's triggers added, folded (audit.compact_counts)."""
+    folded = compact_counts()
+    if folded:
+        log.info("folded %d rows of audit counts", folded)
+
+
 HOUSEKEEPING: list[tuple[float, Callable[[], object]]] = [
+    (3600.0, compact_audit_counts),
     (3600.0, purge_idempotency_keys),
     (3600.0, purge_used_challenges),
     (3600.0, purge_webhook_deliveries),

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import Select, and_, delete, or_, select, type_coerce, update
+from sqlalchemy import Select, delete, or_, select, type_coerce, update
 from sqlalchemy.types import Text
 
 from .models import (
@@ -97,7 +97,13 @@ def run_retention(now: datetime | None = None) -> RetentionReport:
     report = RetentionReport()
 
     due = now - timedelta(days=config["PII_RETENTION_DAYS"])
-    redact_due = select(Vote.id).where(Vote.redacted_at.is_(None), Vote.created_at < due)
+    # Each batch is found oldest first, through an index on what it looks for
+    # (bench/SCALE.md: EXPLAIN at a million rows), however few rows are due.
+    redact_due = (
+        select(Vote.id)
+        .where(Vote.redacted_at.is_(None), Vote.created_at < due)
+        .order_by(Vote.created_at)
+    )
 
     def redact(ids: list) -> None:
         db.session.execute(
@@ -120,23 +126,28 @@ def run_retention(now: datetime | None = None) -> RetentionReport:
     )
 
     kept_until = now - timedelta(days=config["OUTBOX_RETENTION_DAYS"])
-    old_messages = select(OutboxMessage.id).where(
-        or_(
-            and_(OutboxMessage.status == OutboxStatus.SENT, OutboxMessage.sent_at < kept_until),
-            and_(
-                # Failed, or held and never released: what the submitter wrote goes too.
-                OutboxMessage.status.in_((OutboxStatus.FAILED, OutboxStatus.HELD)),
-                OutboxMessage.created_at < kept_until,
-            ),
-        )
+    sent = (
+        select(OutboxMessage.id)
+        .where(OutboxMessage.status == OutboxStatus.SENT, OutboxMessage.sent_at < kept_until)
+        .order_by(OutboxMessage.sent_at)
     )
-    report.messages_deleted = _delete_in_batches(OutboxMessage, old_messages)
+    # Failed, or held and never released: what the submitter wrote goes too.
+    unsent = [
+        select(OutboxMessage.id)
+        .where(OutboxMessage.status == status, OutboxMessage.created_at < kept_until)
+        .order_by(OutboxMessage.created_at)
+        for status in (OutboxStatus.FAILED, OutboxStatus.HELD)
+    ]
+    for old_messages in (sent, *unsent):
+        report.messages_deleted += _delete_in_batches(OutboxMessage, old_messages)
 
     for model in (Token, RoleGrant):  # one-time tokens, and role offers with theirs
         spent = select(model.id).where(or_(model.expires_at < now, model.used_at.is_not(None)))
         report.tokens_deleted += _delete_in_batches(model, spent)
     # A vote's receipt tokens (API.md 8, 15) once their 30 days are over; the vote stays.
-    expired_receipts = select(Vote.id).where(Vote.receipt_expires_at < now)
+    expired_receipts = (
+        select(Vote.id).where(Vote.receipt_expires_at < now).order_by(Vote.receipt_expires_at)
+    )
     report.tokens_deleted += _in_batches(
         expired_receipts,
         lambda ids: db.session.execute(
@@ -147,8 +158,10 @@ def run_retention(now: datetime | None = None) -> RetentionReport:
         ),
     )
 
-    old_entries = select(AuditEntry.id).where(
-        AuditEntry.at < now - timedelta(days=config["AUDIT_RETENTION_DAYS"])
+    old_entries = (
+        select(AuditEntry.id)
+        .where(AuditEntry.at < now - timedelta(days=config["AUDIT_RETENTION_DAYS"]))
+        .order_by(AuditEntry.at)
     )
     report.audit_entries_deleted = _delete_in_batches(AuditEntry, old_entries)
 

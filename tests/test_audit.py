@@ -9,10 +9,10 @@ import json
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, insert, select, update
 
 from directory_api import audit
-from directory_api.models import AuditEntry, Region, User, utcnow
+from directory_api.models import AuditCount, AuditEntry, Region, User, utcnow
 from directory_api.platform.extensions import db
 
 from .conftest import (
@@ -689,3 +689,120 @@ def test_a_new_column_nobody_declared_is_caught():
     assert undeclared_columns(Vote, forgotten) == ["email_hash"]
     misspelt = replace(rule, fields=(*rule.fields, "your_adress"))
     assert undeclared_columns(Vote, misspelt) == ["your_adress (not on Vote)"]
+
+
+# Totals at any size: kept by the database ----------------------------------------------
+
+
+def _counted_by_query(location_id=None) -> int:
+    stmt = select(func.count()).select_from(AuditEntry)
+    if location_id is not None:
+        stmt = stmt.where(AuditEntry.location_id == location_id)
+    return db.session.scalar(stmt)
+
+
+def test_totals_match_the_entries_through_writes_retention_sql_and_folding(
+    app, clients, world, read
+):
+    """The totals come from `audit_counts`, which the database's triggers keep: every way
+    entries come and go (a request, retention's bulk delete, a statement of an operator's,
+    a rolled-back write, a move to another location) leaves them equal to a count."""
+    sup, owner = clients["super"], clients["owner"]
+    harbour, hill = world["harbour"], world["hill"]
+
+    def totals() -> tuple[int, int, int, int]:
+        every = sup.get("/audit/").get_json()["total"]
+        here = owner.get("/locations/harbour/audit/").get_json()["total"]
+        there = sup.get("/audit/", query_string={"location": "hill"}).get_json()["total"]
+        return every, here, there, _counted_by_query()
+
+    def agree() -> None:
+        every, here, there, counted = totals()
+        assert (every, here, there) == (
+            counted,
+            _counted_by_query(harbour.id),
+            _counted_by_query(hill.id),
+        )
+
+    for name in ("A", "B", "C"):
+        assert clients["admin"].post("/locations/harbour/businesses/", json={"name": name})
+    assert clients["other_admin"].post("/locations/hill/businesses/", json={"name": "D"})
+    agree()
+    assert totals()[1] == 3
+
+    # Rows of the past, written and deleted with SQL past the ORM, in one statement each.
+    old = utcnow() - timedelta(days=401)
+    db.session.execute(
+        insert(AuditEntry),
+        [
+            {"action": "region.create", "target_type": "region", "at": old, "changes": {}},
+            *(
+                {
+                    "action": "business.update",
+                    "target_type": "business",
+                    "location_id": harbour.id,
+                    "at": old,
+                    "changes": {},
+                }
+                for _ in range(5)
+            ),
+        ],
+    )
+    db.session.commit()
+    agree()
+    assert totals()[1] == 8
+
+    # A write that rolls back takes its count along.
+    db.session.add(AuditEntry(action="region.create", target_type="region", changes={}))
+    db.session.flush()
+    db.session.rollback()
+    agree()
+
+    # Moved to another location (nothing in the API does; an operator might).
+    db.session.execute(
+        update(AuditEntry)
+        .where(AuditEntry.location_id == harbour.id, AuditEntry.at == old)
+        .values(location_id=hill.id)
+    )
+    db.session.commit()
+    agree()
+    assert totals()[1:3] == (3, 6)
+
+    result = app.test_cli_runner().invoke(args=["retention", "run"])
+    assert json.loads(result.output)["auditEntriesDeleted"] == 6
+    agree()
+    rows = db.session.scalar(select(func.count()).select_from(AuditCount))
+    assert rows > 3  # one row per statement at least
+
+    # Folded into a row per location, with nothing lost.
+    before = totals()
+    assert audit.compact_counts() == rows
+    assert totals() == before
+    kept = db.session.execute(select(AuditCount.location_id, AuditCount.entries)).all()
+    assert len(kept) == len({location_id for location_id, _ in kept}) == 3
+    assert sum(entries for _, entries in kept) == before[0]
+
+    # A filter the kept counts cannot answer is counted by a query.
+    assert read(action="business.create") and (
+        sup.get("/audit/?action=business.create").get_json()["total"] == 4
+    )
+    assert sup.get("/audit/?location=nowhere").get_json()["total"] == 0
+
+
+def test_the_worker_folds_the_counts_hourly():
+    from directory_api.cli import HOUSEKEEPING, compact_audit_counts
+
+    assert (3600.0, compact_audit_counts) in HOUSEKEEPING
+
+
+def test_a_total_is_one_small_read_not_a_count_of_the_entries(app, clients, world):
+    """At a million entries a COUNT(*) took 200 ms on this machine's PostgreSQL (bench/
+    SCALE.md): the unfiltered lists read the kept counts instead."""
+    sup = clients["super"]
+    sup.get("/audit/")
+    with statements_run() as statements:
+        assert sup.get("/audit/").status_code == 200
+        assert clients["owner"].get("/locations/harbour/audit/").status_code == 200
+    texts = [executed.sql.lower() for executed in statements]
+    assert [text for text in texts if "count(" in text] == []
+    assert sum("audit_counts" in text for text in texts) == 2

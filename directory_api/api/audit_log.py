@@ -9,9 +9,11 @@ from typing import Any
 from flask import Blueprint
 from sqlalchemy import Select, select
 
+from ..audit import entries_counted
 from ..endpoints import Access, endpoint
 from ..models import AuditEntry, Location
 from ..models.api_token import Scope
+from ..platform.extensions import db
 from ..platform.page_queries import paginate
 from ..schemas.audit import AuditEntryOut, AuditListArgs
 from .lookups import id_by_slug
@@ -25,6 +27,14 @@ LocationAuditArgs = type(
     (AuditArgs,),
     {"Meta": type("Meta", (), {"register": False, "exclude": ("location",)})},
 )
+
+
+# Filters a kept count cannot answer (it is kept by location only).
+COUNTED_BY_QUERY = ("actor", "action", "since", "until")
+
+
+def by_slug(slug: str) -> Select:
+    return select(Location.id).where(Location.slug == slug)
 
 
 def filtered(args: dict[str, Any], *criteria: Any) -> Select:
@@ -48,7 +58,15 @@ def filtered(args: dict[str, Any], *criteria: Any) -> Select:
 )
 def list_entries(args):
     """Every audit entry, newest first (filter by actor, action, location, since, until)."""
-    return paginate(filtered(args), args)
+    total = None
+    if not any(name in args for name in COUNTED_BY_QUERY):
+        if "location" not in args:
+            total = entries_counted()
+        elif (location_id := db.session.scalar(by_slug(args["location"]))) is None:
+            total = 0  # no such location: no entries
+        else:
+            total = entries_counted(location_id)
+    return paginate(filtered(args), args, total=total)
 
 
 @bp.get("/locations/<slug:slug>/audit/")
@@ -61,4 +79,6 @@ def list_entries(args):
 )
 def list_location_entries(args, location: Location):
     """The audit entries of one location, newest first (its owners and supers)."""
-    return paginate(filtered(args, AuditEntry.location_id == location.id), args)
+    counted = not any(name in args for name in COUNTED_BY_QUERY)
+    total = entries_counted(location.id) if counted else None
+    return paginate(filtered(args, AuditEntry.location_id == location.id), args, total=total)

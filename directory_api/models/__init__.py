@@ -7,7 +7,7 @@ from ..platform.outbox import OutboxMessage, OutboxStatus
 from ..platform.single_use import UsedOnce
 from ..platform.types import utcnow
 from .api_token import ApiToken
-from .audit import AuditEntry
+from .audit import AuditCount, AuditEntry
 from .grant import GrantedRole, RoleGrant
 from .listing import Business, Employer, Listing, ListingCount, ListingSocial
 from .location import Location, Membership, Role
@@ -19,6 +19,7 @@ from .webhook import DeliveryStatus, WebhookDelivery, WebhookSubscription
 
 __all__ = [
     "ApiToken",
+    "AuditCount",
     "AuditEntry",
     "Business",
     "Category",

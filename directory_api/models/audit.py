@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Index, String, Uuid
+from sqlalchemy import JSON, BigInteger, Index, Integer, String, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..platform.email_addresses import EMAIL_LENGTH
@@ -61,3 +61,25 @@ class AuditEntry(IdMixin, db.Model):
     @property
     def target(self) -> dict[str, Any]:
         return {"type": self.target_type, "id": self.target_id, "slug": self.target_slug}
+
+
+class AuditCount(db.Model):
+    """How many audit entries there are, by location (None: entries of no location), so a
+    list's total is a sum of a few rows, never a count of millions (API.md 1: exact totals).
+
+    The database keeps it: triggers on `audit_entries` (migration 0023) add a row of +n or
+    -n for every statement that inserts, deletes or moves entries, whoever runs it
+    (requests, retention, an operator's psql). Adding rows takes no lock another
+    transaction waits for, and each row commits or rolls back with its entries, so a sum
+    read in one snapshot is exact. `audit.compact_counts` folds the rows into one per
+    location (the worker's housekeeping, hourly).
+    """
+
+    __tablename__ = "audit_counts"
+    __table_args__ = (Index("ix_audit_counts_location", "location_id", "entries"),)
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    location_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    entries: Mapped[int] = mapped_column(BigInteger)

@@ -4,7 +4,7 @@ import enum
 import uuid
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, ColumnElement, String, and_, or_, select
+from sqlalchemy import CheckConstraint, ColumnElement, Index, String, and_, or_, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..platform.extensions import db
@@ -39,6 +39,9 @@ class RoleGrant(IdMixin, db.Model):
             " OR (role <> 'super' AND location_id IS NOT NULL)",
             name="location_unless_super",
         ),
+        # Retention deletes spent offers: expired, or used.
+        Index("ix_role_grants_expires_at", "expires_at"),
+        Index("ix_role_grants_used_at", "used_at"),
     )
 
     user_id: Mapped[uuid.UUID] = foreign_id("users", ondelete="CASCADE", index=True)

@@ -21,7 +21,12 @@ class TokenPurpose(enum.StrEnum):
 
 class Token(IdMixin, db.Model):
     __tablename__ = "tokens"
-    __table_args__ = (Index("ix_tokens_user_purpose", "user_id", "purpose"),)
+    __table_args__ = (
+        Index("ix_tokens_user_purpose", "user_id", "purpose"),
+        # Retention deletes spent tokens: expired, or used.
+        Index("ix_tokens_expires_at", "expires_at"),
+        Index("ix_tokens_used_at", "used_at"),
+    )
 
     user_id: Mapped[uuid.UUID] = foreign_id("users", ondelete="CASCADE")
     purpose: Mapped[TokenPurpose] = mapped_column(

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Text,
     false,
     literal,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship, validates
 
@@ -81,7 +82,15 @@ class Vote(IdMixin, TimestampMixin, db.Model):
     __table_args__ = (
         Index("ix_votes_location_created", "location_id", "created_at", "id"),
         Index("ix_votes_location_active", "location_id", "active"),
-        Index("ix_votes_redaction_due", "redacted_at", "created_at"),
+        # Retention: votes not yet redacted, oldest first (only those are in the index),
+        # and receipts by their expiry.
+        Index(
+            "ix_votes_unredacted_created",
+            "created_at",
+            postgresql_where=text("redacted_at IS NULL"),
+            sqlite_where=text("redacted_at IS NULL"),
+        ),
+        Index("ix_votes_receipt_expires_at", "receipt_expires_at"),
         # The receipt cap counts an address's recent votes (vote_integrity.py).
         Index("ix_votes_email_hash_created", "email_hash", "created_at"),
     )

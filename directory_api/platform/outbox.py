@@ -49,7 +49,12 @@ class OutboxStatus(enum.StrEnum):
 
 class OutboxMessage(IdMixin, db.Model):
     __tablename__ = "outbox"
-    __table_args__ = (Index("ix_outbox_status_next_attempt", "status", "next_attempt_at"),)
+    __table_args__ = (
+        Index("ix_outbox_status_next_attempt", "status", "next_attempt_at"),
+        # Retention: sent messages by when they were sent, others by when they were made.
+        Index("ix_outbox_status_sent_at", "status", "sent_at"),
+        Index("ix_outbox_status_created_at", "status", "created_at"),
+    )
 
     recipients: Mapped[list[str]] = mapped_column(JSON)
     template: Mapped[str] = mapped_column(String(64), server_default="")
