@@ -12,7 +12,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from flask import Flask, Response, current_app, g, request, session
 from flask_login import current_user
@@ -203,6 +203,16 @@ TOKEN_BY_HASH = (
 )
 
 
+def refuse_token(detail: str) -> NoReturn:
+    """401 for a token that opens nothing; 404 on a route that answers anyone it does not
+    serve 404 (`hidden_from_strangers`: /metrics, API.md 18), so as not to tell them it is
+    there."""
+    view = current_app.view_functions.get(request.endpoint or "")
+    if getattr(view, "hidden_from_strangers", False):
+        abort(404)
+    abort(401, detail, headers=INVALID_TOKEN)
+
+
 def identify_caller() -> None:
     """A bearer request's caller is its token's user (or a 401); any other request's is
     whoever its session names, as Flask-Login finds them when asked."""
@@ -211,11 +221,11 @@ def identify_caller() -> None:
         return
     g.session_unused = True  # no cookie is read, kept alive or set (sessions.py)
     if not well_formed(text, TOKEN_PREFIX):
-        abort(401, "This is not a token of this service.", headers=INVALID_TOKEN)
+        refuse_token("This is not a token of this service.")
     found = db.session.execute(TOKEN_BY_HASH, {"hash": token_hash(text)}).first()
     now = utcnow()
     if found is None or found.expires_at <= now:
-        abort(401, "This token is unknown, expired or revoked.", headers=INVALID_TOKEN)
+        refuse_token("This token is unknown, expired or revoked.")
     user, token_id, user_id, scopes, location_ids, _, last_used_at = found
     g.api_token = CallingToken(token_id, user_id, scopes, location_ids)
     g._login_user = user  # Flask-Login's slot: current_user is the token's user

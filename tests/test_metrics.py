@@ -74,9 +74,16 @@ def test_only_allowed_addresses_or_a_supers_audit_token_may_read_it(app_factory)
         db.session.commit()
         client = app.test_client()
         assert_problem(client.get("/metrics", environ_base=ELSEWHERE), 404)
-        for secret in (narrow, theirs):
+        stranger = client.get("/metrics", environ_base=ELSEWHERE).get_json()
+        # A token of another scope or user, or none of this service (malformed, unknown,
+        # revoked): the same 404, never a 401 telling a stranger the route is there.
+        revoked_or_made_up = "dapi_" + "x" * 43
+        for secret in (narrow, theirs, "not-a-token", revoked_or_made_up):
             bearer = {"Authorization": f"Bearer {secret}"}
-            assert_problem(client.get("/metrics", environ_base=ELSEWHERE, headers=bearer), 404)
+            response = client.get("/metrics", environ_base=ELSEWHERE, headers=bearer)
+            assert_problem(response, 404)
+            assert response.get_json() == stranger
+            assert "WWW-Authenticate" not in response.headers
         bearer = {"Authorization": f"Bearer {reading}"}
         assert "http_requests_total" in scrape(client, environ_base=ELSEWHERE, headers=bearer)
     opened = app_factory(METRICS_ALLOW=["10.0.0.0/8"])

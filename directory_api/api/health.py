@@ -81,6 +81,9 @@ def metrics():
     return scrape_response()
 
 
+metrics.hidden_from_strangers = True  # a bad bearer token gets this 404 too (access.py)
+
+
 def super_reading_the_audit() -> bool:
     """A super's token that may read the whole audit log (no location limit)."""
     token = calling_token()
