@@ -3,6 +3,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 export FLASK_APP := wsgi
+# `make run PORT=8080` when 5000 is taken.
+PORT ?= 5000
 
 .PHONY: install run test test-browser fuzz lint format bench bench-instructions clean
 
@@ -14,7 +16,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 
 install: $(VENV)/.installed
 
-run: install  ## migrate, load demo data, serve on http://127.0.0.1:5000 with an outbox worker
+run: install  ## migrate, load demo data, serve on http://127.0.0.1:$(PORT) with an outbox worker
 	$(BIN)/flask db upgrade
 	$(BIN)/flask seed-demo
 	@# The worker delivers queued mail (to the log, without MAIL_SERVER); it stops with the
@@ -22,7 +24,7 @@ run: install  ## migrate, load demo data, serve on http://127.0.0.1:5000 with an
 	@# which ran the trap again, and again, until it crashed.
 	MAIL_LOG_FILE=instance/mail.log $(BIN)/flask outbox worker --interval 2 & worker=$$!; \
 		trap 'trap - INT TERM EXIT; kill $$worker 2>/dev/null' INT TERM EXIT; \
-		$(BIN)/flask run --host 127.0.0.1 --port 5000
+		$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
 test: install  ## the whole suite on SQLite (set TEST_DATABASE_URL / TEST_REDIS_URL for more)
 	$(BIN)/python -m pytest

@@ -134,4 +134,23 @@ def test_the_walkthrough_runs_as_written(make_run):
     assert "304\n" in output  # the ETag revalidation (JSON answers hold no line break)
     assert "204\n" in output  # signed out
     # Files the walkthrough wrote where it said: the cookie jars and the exports.
-    assert {"jar", "olive", "businesses.csv", "pending.csv"} <= {p.name for p in folder.iterdir()}
+    left = sorted(path.name for path in folder.iterdir())
+    assert {"jar", "olive", "businesses.csv", "pending.csv"} <= set(left)
+    # …and git ignores every file it left, so a newcomer's `git status` stays clean.
+    ignored = output_of("git", "check-ignore", "--no-index", *left).split()
+    assert sorted(ignored) == left
+
+
+def output_of(*command: str) -> str:
+    """What `command`, run in the project's folder, prints (whatever its exit status: git
+    check-ignore exits 1 when a path is not ignored)."""
+    return subprocess.run(  # noqa: S603
+        command, cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout
+
+
+@pytest.mark.parametrize(("given", "served"), [((), "5000"), (("PORT=8123",), "8123")])
+def test_make_run_serves_on_port_or_5000(given, served):
+    """`make run PORT=…` when 5000 is taken (read with `make -n`: printed, not run)."""
+    planned = output_of("make", "-n", "run", *given)
+    assert f"flask run --host 127.0.0.1 --port {served}\n" in planned
