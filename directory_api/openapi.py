@@ -6,10 +6,13 @@ document is built from those declarations by walking the app's URL map, so every
 in it. Field constraints come from the marshmallow fields themselves.
 """
 
+import configparser
 import copy
 import re
 from collections.abc import Callable
 from functools import cache
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from apispec import APISpec
@@ -24,7 +27,20 @@ from .platform.idempotency import HEADER_PARAMETER
 from .platform.slugs import SlugConverter
 from .schemas.base import TargetSchema
 
-VERSION = "1.0.0"
+
+def package_version() -> str:
+    """The one version number: setup.cfg's, in a checkout (so a bump shows without a
+    reinstall), else the installed package's. `GET /` and the document say it;
+    CHANGELOG.md has an entry for it (tests/test_openapi.py)."""
+    checkout = Path(__file__).resolve().parent.parent / "setup.cfg"
+    if checkout.is_file():
+        parser = configparser.ConfigParser()
+        parser.read(checkout)
+        return parser["metadata"]["version"]
+    return metadata.version("directory-api")
+
+
+VERSION = package_version()
 ROLE_TEXT = {
     "login": "Signed in (any user).",
     "super": "A super.",

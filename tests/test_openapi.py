@@ -393,6 +393,25 @@ def test_the_root_says_what_this_is_and_where_the_docs_are(client):
     }
 
 
+def test_one_version_in_the_package_the_root_the_document_and_the_changelog(client, document):
+    """setup.cfg's version is what `GET /`, the OpenAPI document, the installed package
+    and the newest CHANGELOG.md entry say (issue 35: they said 1.0.0 and 0.1.0)."""
+    import configparser
+    import re
+    from importlib import metadata
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    parser = configparser.ConfigParser()
+    parser.read(root / "setup.cfg")
+    version = parser["metadata"]["version"]
+    assert client.get("/").get_json()["version"] == version
+    assert document["info"]["version"] == version
+    assert metadata.version("directory-api") == version  # `make install` installed this one
+    newest = re.search(r"^## \[(\d[^\]]*)\]", (root / "CHANGELOG.md").read_text(), re.M)
+    assert newest is not None and newest.group(1) == version
+
+
 def test_the_docs_page_uses_only_assets_the_service_serves(client):
     page = client.get("/docs")
     assert page.status_code == 200
