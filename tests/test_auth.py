@@ -173,6 +173,12 @@ def test_login_is_rate_limited_per_ip_with_retry_after(app_factory):
     assert response.mimetype == "application/problem+json"
     assert int(response.headers["Retry-After"]) > 0
     assert response.headers["X-RateLimit-Remaining"] == "0"
+    # In words, not Flask-Limiter's "3 per 1 minute" (issue 35).
+    wait = int(response.headers["Retry-After"])
+    assert response.get_json()["detail"] == (
+        "At most 3 sign-in attempts from one address per minute; try again in "
+        + ("1 minute." if wait > 59 else f"{wait} second{'s' if wait != 1 else ''}.")
+    )
     # Another client address has its own allowance.
     other = app.test_client()
     ok = other.post(
@@ -208,6 +214,9 @@ def assert_address_allowance_spent(client, failing: list[str], last: str, networ
     )
     assert response.status_code == 429
     assert "Retry-After" in response.headers
+    assert response.get_json()["detail"].startswith(
+        f"At most {len(failing)} sign-in attempts for one e-mail address per minute; try again in"
+    )
 
 
 def test_default_login_limit_is_ten_a_minute(client, app):

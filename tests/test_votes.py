@@ -597,6 +597,10 @@ def test_submissions_are_rate_limited_per_ip(app_factory):
         limited = submit(client, "btob")
         assert_problem(limited, 429)
         assert int(limited.headers["Retry-After"]) > 0
+        assert limited.get_json()["detail"] in (
+            "At most 2 votes from one address per hour; try again in 60 minutes.",
+            "At most 2 votes from one address per hour; try again in 1 hour.",
+        )
         other = submit(client, "btob", environ_base={"REMOTE_ADDR": "10.9.8.7"})
         assert other.status_code == 202
         assert Vote.query.count() == 1

@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException
 
 from .extensions import db
 from .json_provider import json_response
+from .limits import rate_limit_detail
 from .metrics import DEPENDENCY_ERRORS, RATE_LIMITED, count
 
 PROBLEM_MIMETYPE = "application/problem+json"
@@ -98,6 +99,8 @@ def handle_http_exception(error: HTTPException) -> Response:
         count(RATE_LIMITED, scope if isinstance(scope, str) else str(request.endpoint))
     if isinstance(error, APIError):
         response = problem(status, error.description, **error.extra)
+    elif status == 429 and (worded := rate_limit_detail(getattr(error, "limit", None))):
+        response = problem(status, worded)
     else:
         response = problem(status, DETAILS.get(status) or error.description)
     # Keep headers the exception carries (Allow on 405, Retry-After on 429).

@@ -2,7 +2,9 @@
 
 import functools
 import logging
+import time
 from collections.abc import Callable
+from typing import Any
 
 from flask import Flask, Response, current_app, request
 from flask_limiter import Limiter
@@ -36,17 +38,40 @@ def signed_in_account() -> str:
     return f"user:{current_user.id}"
 
 
-login_per_ip = limiter.limit(configured("RATELIMIT_LOGIN_PER_IP"))
-login_per_email = limiter.limit(configured("RATELIMIT_LOGIN_PER_EMAIL"), key_func=email_in_body)
-reset_per_ip = limiter.limit(configured("RATELIMIT_RESET_PER_IP"))
-reset_per_email = limiter.limit(configured("RATELIMIT_RESET_PER_EMAIL"), key_func=email_in_body)
+# Each limit's `error_message` says what it counts, and whose: the 429's detail is "At most
+# 10 <that> per hour; try again in 37 minutes." (errors.rate_limit_detail).
+def per_ip_and_email(kind: str, what: str) -> tuple[Any, Any]:
+    """The two limits of an endpoint that takes an e-mail address: per client address and
+    per e-mail address (RATELIMIT_<kind>_PER_IP, …_PER_EMAIL)."""
+    return (
+        limiter.limit(
+            configured(f"RATELIMIT_{kind}_PER_IP"), error_message=f"{what} from one address"
+        ),
+        limiter.limit(
+            configured(f"RATELIMIT_{kind}_PER_EMAIL"),
+            key_func=email_in_body,
+            error_message=f"{what} for one e-mail address",
+        ),
+    )
+
+
+login_per_ip, login_per_email = per_ip_and_email("LOGIN", "sign-in attempts")
+reset_per_ip, reset_per_email = per_ip_and_email("RESET", "password reset requests")
 email_update_per_account = limiter.limit(
-    configured("RATELIMIT_EMAIL_UPDATE_PER_ACCOUNT"), key_func=signed_in_account
+    configured("RATELIMIT_EMAIL_UPDATE_PER_ACCOUNT"),
+    key_func=signed_in_account,
+    error_message="e-mail changes for one account",
 )
 # Registration and every endpoint that takes a token share one allowance per IP.
-token_endpoints = limiter.shared_limit(configured("RATELIMIT_TOKENS_PER_IP"), scope="tokens")
+token_endpoints = limiter.shared_limit(
+    configured("RATELIMIT_TOKENS_PER_IP"),
+    scope="tokens",
+    error_message="requests with a token or a registration from one address",
+)
 # Every type of public vote submission shares one allowance per client IP.
-votes_per_ip = limiter.shared_limit(configured("RATELIMIT_VOTES_PER_IP"), scope="votes")
+votes_per_ip = limiter.shared_limit(
+    configured("RATELIMIT_VOTES_PER_IP"), scope="votes", error_message="votes from one address"
+)
 
 
 def path_location() -> str:
@@ -63,9 +88,41 @@ votes_per_location = limiter.shared_limit(
     scope="votes-location",
     key_func=path_location,
     deduct_when=lambda response: response.status_code < 400,
+    error_message="votes to one location",
 )
 # Every CSV export (businesses, employers, votes) shares one allowance per client IP.
-exports_per_ip = limiter.shared_limit(configured("RATELIMIT_EXPORTS_PER_IP"), scope="exports")
+exports_per_ip = limiter.shared_limit(
+    configured("RATELIMIT_EXPORTS_PER_IP"),
+    scope="exports",
+    error_message="exports from one address",
+)
+
+
+def in_words(seconds: float) -> str:
+    """A wait or a period as a client would say it: 40 seconds, 37 minutes, 2 hours, 1 day
+    (to the nearest: `Retry-After` has the exact seconds)."""
+    unit, length = next(
+        (unit, length)
+        for unit, length in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+        if seconds >= length or unit == "second"
+    )
+    amount = max(1, round(seconds / length))
+    return f"{amount} {unit}{'s' if amount != 1 else ''}"
+
+
+def rate_limit_detail(limit: Any) -> str | None:
+    """The 429's detail for a breached limit declared above (Flask-Limiter's `Limit`): how
+    many of what it counts per how long, and when the client may try again."""
+    what, item = getattr(limit, "error_message", None), getattr(limit, "limit", None)
+    if not isinstance(what, str) or item is None:
+        return None
+    period = in_words(item.get_expiry())
+    per = period.removeprefix("1 ")
+    current = limiter.current_limit
+    if current is None or current.limit != item:
+        return f"At most {item.amount} {what} per {per}."
+    wait = max(1.0, current.reset_at - time.time())
+    return f"At most {item.amount} {what} per {per}; try again in {in_words(wait)}."
 
 
 def check_only_limited_routes(app: Flask) -> None:
