@@ -157,6 +157,12 @@ def _related_before(obj: Any, prop: Any) -> Any:
     return _get(prop.mapper.class_, getattr(obj, column))
 
 
+def changed_fields(obj: Any) -> dict[str, list[Any]]:
+    """What an audited object's pending changes change: field → [old, new], nothing for
+    values set to what they were (a CSV import's `unchanged` rows)."""
+    return changes_of(obj, AUDITED[type(obj)], "dirty")
+
+
 def changes_of(obj: Any, audited: Audit, state: str) -> dict[str, list[Any]]:
     """Field → [old, new] for what differs; a new object's old values and a deleted one's
     new values are null."""

@@ -10,7 +10,7 @@ from directory_api.models import Role
 from directory_api.platform import csv_export
 from directory_api.platform.extensions import db
 
-from .conftest import assert_problem, signed_in
+from .conftest import assert_problem, signed_in, statements_run
 from .factories import (
     build_listing,
     grant,
@@ -159,7 +159,7 @@ def test_an_export_imports_unchanged(client, owner):
     exported = client.get(BUSINESSES + "export.csv").get_data(as_text=True)
     response = import_csv(owner, exported)
     assert response.status_code == 200, response.get_json()
-    assert response.get_json() == {"created": 0, "updated": 130, "dryRun": False}
+    assert response.get_json() == {"created": 0, "updated": 0, "unchanged": 130, "dryRun": False}
     assert client.get(BUSINESSES + "export.csv").get_data(as_text=True) == exported
 
 
@@ -172,7 +172,7 @@ def test_rows_update_by_slug_and_create_the_rest(client, owner):
     )
     response = import_csv(owner, text)
     assert response.status_code == 200, response.get_json()
-    assert response.get_json() == {"created": 2, "updated": 1, "dryRun": False}
+    assert response.get_json() == {"created": 2, "updated": 1, "unchanged": 0, "dryRun": False}
     renamed = client.get(BUSINESSES + "slug/b-001").get_json()
     assert renamed["name"] == "Renamed One" and renamed["socials"] == []
     assert renamed["description"] is None  # a column left out stays as it was (none)
@@ -224,8 +224,36 @@ def test_a_row_s_report_lists_every_problem_at_once(client, owner):
 def test_a_dry_run_counts_and_writes_nothing(client, owner):
     before = client.get(BUSINESSES + "export.csv").get_data()
     response = import_csv(owner, "slug,name\nb-001,Changed\n,Added\n", "?dryRun=true")
-    assert response.get_json() == {"created": 1, "updated": 1, "dryRun": True}
+    assert response.get_json() == {"created": 1, "updated": 1, "unchanged": 0, "dryRun": True}
     assert client.get(BUSINESSES + "export.csv").get_data() == before
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_rows_that_change_nothing_are_counted_apart(client, owner, app, dry_run):
+    """An export edited in 3 of its rows, imported back: 3 updated, the rest unchanged,
+    and only those 3 are audit entries (issue 35: it answered "updated": 130)."""
+    exported = client.get(BUSINESSES + "export.csv").get_data(as_text=True)
+    rows = list(csv.reader(io.StringIO(exported)))
+    name = rows[0].index("name")
+    for number in (1, 2, 3):
+        rows[number][name] = f"Edited {number}"
+    edited_text = io.StringIO()
+    csv.writer(edited_text).writerows(rows)
+    with statements_run() as run:
+        response = import_csv(owner, edited_text.getvalue(), f"?dryRun={str(dry_run).lower()}")
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json() == {
+        "created": 0,
+        "updated": 3,
+        "unchanged": len(rows) - 4,
+        "dryRun": dry_run,
+    }
+    writes = [s for s in run if s.sql.lstrip().upper().startswith(("INSERT", "UPDATE"))]
+    assert bool(writes) is not dry_run
+    edited = client.get(BUSINESSES, query_string={"perPage": 100, "sort": "name"}).get_json()
+    assert sum(item["name"].startswith("Edited") for item in edited["items"]) == (
+        0 if dry_run else 3
+    )
 
 
 def test_an_exported_formula_guard_is_taken_off(client, owner):

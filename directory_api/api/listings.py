@@ -13,6 +13,7 @@ from sqlalchemy import Row, Select, bindparam, select
 from sqlalchemy.orm import joinedload, selectinload
 
 from ..access import located
+from ..audit import changed_fields
 from ..endpoints import Access, endpoint
 from ..listing_pages import listings_output
 from ..models import (
@@ -282,15 +283,31 @@ def listings_blueprint(
         plans = plan_import(model, location, rows, errors)
         if errors:
             abort(422, "The CSV has invalid rows; nothing was imported.", errors=errors)
-        created = sum(1 for target, _ in plans if target is None)
-        if not args["dry_run"]:
-            for target, data in plans:
-                if target is None:
+        created = updated = 0
+        for target, data in plans:
+            if target is None:
+                created += 1
+                if not args["dry_run"]:
                     create_named(model, data, model.location_id == location.id, commit=False)
-                else:
+            else:
+                # Applied in a dry run too, to tell a row that changes something from one
+                # that changes nothing (the audit log's measure); rolled back below. No
+                # flush in between (replacing the socials loads the old ones), which would
+                # leave nothing pending to compare.
+                with db.session.no_autoflush:
                     apply_changes(target, data)
+                    updated += bool(changed_fields(target))
+        if args["dry_run"]:
+            db.session.rollback()
+        else:
             db.session.commit()
-        return {"created": created, "updated": len(plans) - created, "dry_run": args["dry_run"]}
+        unchanged = len(plans) - created - updated
+        return {
+            "created": created,
+            "updated": updated,
+            "unchanged": unchanged,
+            "dry_run": args["dry_run"],
+        }
 
     @bp.post("/")
     @endpoint(

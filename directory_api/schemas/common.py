@@ -32,7 +32,8 @@ class ImportArgs(Schema):
 
 class ImportOut(Schema):
     created = fields.Integer(required=True)
-    updated = fields.Integer(required=True)
+    updated = fields.Integer(required=True)  # rows of existing listings that change something
+    unchanged = fields.Integer(required=True)  # rows of existing listings that change nothing
     dry_run = fields.Boolean(required=True, data_key="dryRun")
 
 
