@@ -149,6 +149,13 @@ ROLES_AT_LOCATION = {
     Access.OWNER: frozenset({Role.OWNER}),
     Access.ACCESS: frozenset({Role.OWNER, Role.ADMIN}),
 }
+# Who may, said in a 403 (issue 35: an admin at their own location was told they had no
+# role there, when the truth is that only an owner may).
+WHO_MAY = {
+    Access.SUPER: "Only a super may do this.",
+    Access.OWNER: "Only an owner of this location (or a super) may do this.",
+    Access.ACCESS: "Only an owner or an admin of this location (or a super) may do this.",
+}
 
 
 def check_signed_in(access: Access | None) -> None:
@@ -162,9 +169,9 @@ def check_access(access: Access | None, location: Location | None) -> None:
     if access is None or access is Access.LOGIN or current_user.is_super:
         return
     if location is None:
-        abort(403, "Only a super may do this.")
+        abort(403, WHO_MAY[Access.SUPER])
     if location_role(current_user, location) not in ROLES_AT_LOCATION[access]:
-        abort(403, "You do not have this role at this location.")
+        abort(403, WHO_MAY[access])
 
 
 TOKEN_PREFIX = "dapi_"  # noqa: S105 (a prefix, not a secret)

@@ -888,3 +888,30 @@ def test_removing_an_invited_members_only_role_voids_the_invitation(super_client
     user_id, token = invite(super_client, "new@example.com", "bay")
     assert super_client.delete(f"/locations/bay/owners/id/{user_id}").status_code == 204
     assert register(app.test_client(), user_id, token).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("who", "method", "path", "detail"),
+    [
+        # An admin at their own location: not "no role here", but who may.
+        (
+            "admin",
+            "GET",
+            "/locations/harbour/admins/",
+            "Only an owner of this location (or a super) may do this.",
+        ),
+        (
+            "plain",
+            "GET",
+            "/locations/harbour/votes/held/",
+            "Only an owner or an admin of this location (or a super) may do this.",
+        ),
+        ("owner", "GET", "/locations/harbour/owners/", "Only a super may do this."),
+        ("owner", "GET", "/supers/", "Only a super may do this."),
+    ],
+)
+def test_a_403_says_who_may(world, clients, who, method, path, detail):
+    response = clients[who].open(path, method=method)
+    assert response.status_code == 403, response.get_json()
+    assert response.headers["Content-Type"] == PROBLEM
+    assert response.get_json()["detail"] == detail
