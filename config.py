@@ -2,11 +2,14 @@
 parser of its kind (documented once, in README.md).
 
 A value of the wrong kind stops the start with one line naming the variable and what it
-accepts (`SettingsError`, from get_config()); values that are readable but cannot work
-(a timeout of 0, a weak SECRET_KEY in production) are refused by
+accepts (`SettingsError`, from get_config()), and so does a variable with one of the
+service's prefixes that nothing reads (a misspelling, named with the nearest setting: it
+would otherwise leave its setting at the default, silently). Values that are readable but
+cannot work (a timeout of 0, a weak SECRET_KEY in production) are refused by
 directory_api/platform/settings.py, in the same way.
 """
 
+import difflib
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -34,9 +37,47 @@ class SettingsError(click.ClickException):
 # while this module is imported (gunicorn's master imports it with its config file, where an
 # exception is a page of traceback): get_config() refuses to start while any is listed.
 UNREADABLE: list[str] = []
+# Every variable this module was asked for (whatever the answer): the service's settings.
+READ: set[str] = set()
+# The prefixes of the service's settings: a variable starting with one that nothing reads
+# is taken for a misspelt setting.
+PREFIXES = (
+    "ALLOW_", "APP_", "ARGON2_", "AUDIT_", "CORS_", "DATABASE_", "EXPORTS_", "FRONTEND_",
+    "GUNICORN_", "HSTS_", "IMPORT_", "MAIL_", "METRICS_", "OUTBOX_", "PII_", "PROXY_FIX_",
+    "PUBLIC_", "RATELIMIT_", "REDIS_", "SECRET_", "SESSION_", "TRUSTED_", "VOTE_", "WEBHOOK_",
+)  # fmt: skip
+# Read elsewhere, under those prefixes: gunicorn.conf.py (a worker imports this module
+# afresh, without them), gunicorn itself, and a desktop session's own variable.
+READ_ELSEWHERE = frozenset(
+    {
+        "GUNICORN_BIND",
+        "GUNICORN_THREADS",
+        "GUNICORN_TIMEOUT",
+        "GUNICORN_GRACEFUL_TIMEOUT",
+        "GUNICORN_MAX_REQUESTS",
+        "GUNICORN_LOG_LEVEL",
+        "GUNICORN_CONTROL_SOCKET",
+        "GUNICORN_CMD_ARGS",
+        "SESSION_MANAGER",
+    }
+)
+
+
+def unknown_settings() -> list[str]:
+    """A problem for each variable with the service's prefixes that nothing reads, naming
+    the nearest setting when one is near."""
+    known = sorted(READ | READ_ELSEWHERE)
+    problems = []
+    for name in sorted(os.environ):
+        if name.startswith(PREFIXES) and name not in known:
+            near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            problems.append(f"{name} is not a setting of this service{hint}")
+    return problems
 
 
 def env(name: str, default: str | None = None) -> str | None:
+    READ.add(name)
     value = os.environ.get(name)
     return value if value not in (None, "") else default
 
@@ -383,6 +424,7 @@ APP_ENV = env_choice("APP_ENV", "development", configs)
 def get_config(name: str | None = None) -> type[Config]:
     """The profile `name` (default APP_ENV); a SettingsError naming every variable whose
     value could not be read, if any."""
-    if UNREADABLE:
-        raise SettingsError(UNREADABLE)
+    problems = [*UNREADABLE, *unknown_settings()]
+    if problems:
+        raise SettingsError(problems)
     return configs[name or APP_ENV]

@@ -109,6 +109,28 @@ def test_a_value_of_the_wrong_kind_stops_the_start_naming_it(variable, value, sa
     assert "hunter2" not in line  # URLs may hold passwords: never shown back
 
 
+@pytest.mark.parametrize(
+    ("variable", "says"),
+    [
+        ("RATELIMIT_VOTES", "RATELIMIT_VOTES is not a setting of this service (did you mean "
+         "RATELIMIT_VOTES_PER_IP?)"),
+        ("DATABASE_STATEMENT_TIMOUT", "(did you mean DATABASE_STATEMENT_TIMEOUT?)"),
+        ("SESSION_COOKIE_SECUR", "(did you mean SESSION_COOKIE_SECURE?)"),
+        ("WEBHOOK_THREADS", "WEBHOOK_THREADS is not a setting of this service"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_setting_stops_the_start_naming_the_nearest(variable, says):
+    """Issue 35: `RATELIMIT_VOTES=abc` started fine and left the real limit at its default."""
+    line = read_setting("'started'", {variable: "abc"})
+    assert line.startswith("Refusing to start: ") and says in line, line
+
+
+def test_variables_of_others_under_the_same_prefixes_are_left_alone():
+    # gunicorn's (read by gunicorn.conf.py, not by a worker's config), a desktop session's.
+    environment = {"GUNICORN_THREADS": "4", "GUNICORN_CMD_ARGS": "-w 2", "SESSION_MANAGER": "x"}
+    assert read_setting("'started'", environment) == "started"
+
+
 def test_every_unreadable_value_is_named_in_one_line():
     line = read_setting("'started'", {"MAIL_PORT": "abc", "JSON_LOG": "sometimes"})
     assert line == (
