@@ -84,6 +84,9 @@ def test_only_allowed_addresses_or_a_supers_audit_token_may_read_it(app_factory)
             assert_problem(response, 404)
             assert response.get_json() == stranger
             assert "WWW-Authenticate" not in response.headers
+        # A dead token is no token: from an allowed address, the scrape is answered.
+        stale = {"Authorization": f"Bearer {revoked_or_made_up}"}
+        assert "http_requests_total" in scrape(client, headers=stale)
         bearer = {"Authorization": f"Bearer {reading}"}
         assert "http_requests_total" in scrape(client, environ_base=ELSEWHERE, headers=bearer)
     opened = app_factory(METRICS_ALLOW=["10.0.0.0/8"])

@@ -81,7 +81,7 @@ def metrics():
     return scrape_response()
 
 
-metrics.hidden_from_strangers = True  # a bad bearer token gets this 404 too (access.py)
+metrics.hidden_from_strangers = True  # a bad bearer token counts as none (access.py)
 
 
 def super_reading_the_audit() -> bool:
