@@ -55,13 +55,19 @@ control_socket_disable = control_socket is None
 # left for the other requests (a single thread has none to leave: it serves one at a time).
 try:
     exports_at_once = get_config().EXPORTS_AT_ONCE
+    # gunicorn's own counts: 0 would end in its traceback (or a server that serves nothing).
+    problems = [
+        f"{name} must be at least 1 (it is {value})"
+        for name, value in (("WEB_CONCURRENCY", workers), ("GUNICORN_THREADS", threads))
+        if value < 1
+    ]
     if 1 < threads <= exports_at_once:
-        raise SettingsError(
-            [
-                f"EXPORTS_AT_ONCE must be less than GUNICORN_THREADS ({threads}), leaving "
-                f"threads for other requests (it is {exports_at_once})"
-            ]
+        problems.append(
+            f"EXPORTS_AT_ONCE must be less than GUNICORN_THREADS ({threads}), leaving "
+            f"threads for other requests (it is {exports_at_once})"
         )
+    if problems:
+        raise SettingsError(problems)
 except SettingsError as error:
     error.show()
     sys.exit(error.exit_code)

@@ -221,10 +221,19 @@ def test_session_max_days_is_read_from_the_environment(environment, days):
         ("SESSION_COOKIE_NAME", "__Host-session", "needs SESSION_COOKIE_SECURE=true"),
         ("SESSION_COOKIE_NAME", "__Secure-session", "needs SESSION_COOKIE_SECURE=true"),
         ("SESSION_COOKIE_DOMAIN", "example.org", "needs no cookie domain and the path /"),
+        # Issue 35: each readable, none workable.
+        ("FRONTEND_URL", "admin.example.org", "FRONTEND_URL must be an absolute URL"),
+        ("FRONTEND_URL", "https://", "FRONTEND_URL must be an absolute URL"),
+        ("SESSION_COOKIE_SAMESITE", "None", "SESSION_COOKIE_SAMESITE=None needs"),
+        ("MAIL_USE_SSL", True, "set one of MAIL_USE_TLS (STARTTLS"),
+        ("REDIS_URL", "redis://redis.internal:6379/notanumber", "REDIS_URL's path must be"),
+        ("RATELIMIT_STORAGE_URI", "redis://h:6379/cache", "RATELIMIT_STORAGE_URI's path must"),
     ],
 )
 def test_a_setting_that_cannot_work_stops_the_start_naming_it(tmp_path, setting, value, says):
     settings = {"SESSION_FILE_DIR": str(tmp_path), "REDIS_URL": None, setting: value}
+    if setting == "MAIL_USE_SSL":
+        settings["MAIL_USE_TLS"] = True
     if setting == "SESSION_COOKIE_DOMAIN":  # a __Host- cookie, secure, but with a domain
         settings |= {"SESSION_COOKIE_NAME": "__Host-session", "SESSION_COOKIE_SECURE": True}
     with pytest.raises(SettingsError) as refused:
@@ -252,6 +261,7 @@ def test_a_setting_that_cannot_work_stops_the_start_naming_it(tmp_path, setting,
         ({"RATELIMIT_STORAGE_URI": "memory://"}, "rate limits count across workers"),
         ({"MAIL_LOG_FILE": "mail.log"}, "unset MAIL_LOG_FILE"),  # live links in clear
         ({"DEBUG": True}, "unset FLASK_DEBUG"),  # it switched the checks off
+        ({"FRONTEND_URL": "http://admin.example.org"}, "FRONTEND_URL must be https://"),
     ],
 )
 def test_production_refuses_to_start_and_says_what_to_set(tmp_path, missing, says):
@@ -324,6 +334,8 @@ def test_flask_commands_print_the_one_line_and_fail(tmp_path, environment, line)
     [
         # Read by gunicorn.conf.py: the master stops before any worker starts.
         ({"GUNICORN_THREADS": "eight"}, "GUNICORN_THREADS='eight' is not a whole number", 1),
+        ({"GUNICORN_THREADS": "0"}, "GUNICORN_THREADS must be at least 1 (it is 0)", 1),
+        ({"WEB_CONCURRENCY": "0"}, "WEB_CONCURRENCY must be at least 1 (it is 0)", 1),
         # Exports that could hold every thread: refused there too, where threads are known.
         (
             {"GUNICORN_THREADS": "4", "EXPORTS_AT_ONCE": "4"},

@@ -104,6 +104,7 @@ def setting_problems(app: Flask) -> list[str]:
         if not is_exact_origin(origin)
     ]
     problems += network_problems(config)
+    problems += transport_problems(config)
     if config["SESSION_TYPE"] == "redis" and not config["REDIS_URL"]:
         problems.append("SESSION_TYPE=redis needs REDIS_URL")
     problems += cookie_prefix_problems(config)
@@ -113,6 +114,40 @@ def setting_problems(app: Flask) -> list[str]:
         problems += [f"in production, {problem}" for problem in production_problems(config)]
         if app.debug:  # it would also show tracebacks to clients
             problems.append("in production, unset FLASK_DEBUG")
+        if urlsplit(config["FRONTEND_URL"] or "").scheme == "http" and not is_loopback(
+            config["FRONTEND_URL"]
+        ):
+            # Reset and invitation links would travel in clear.
+            problems.append("in production, FRONTEND_URL must be https://")
+    return problems
+
+
+def transport_problems(config: Any) -> list[str]:
+    """Values each readable on its own that cannot work as given, or together (issue 35):
+    a front end's URL without a scheme, a SameSite=None cookie browsers would drop, two
+    ways of mail encryption at once, a Redis URL naming no database number."""
+    problems = []
+    frontend = urlsplit(config["FRONTEND_URL"] or "")
+    if frontend.scheme not in ("http", "https") or not frontend.hostname:
+        problems.append(
+            "FRONTEND_URL must be an absolute URL such as https://admin.example.org "
+            "(the links in mail start with it)"
+        )
+    if config["SESSION_COOKIE_SAMESITE"] == "None" and not config["SESSION_COOKIE_SECURE"]:
+        problems.append(
+            "SESSION_COOKIE_SAMESITE=None needs SESSION_COOKIE_SECURE=true "
+            "(browsers drop such a cookie otherwise)"
+        )
+    if config.get("MAIL_USE_TLS") and config.get("MAIL_USE_SSL"):
+        problems.append(
+            "set one of MAIL_USE_TLS (STARTTLS, usually port 587) and MAIL_USE_SSL "
+            "(TLS from the start, usually port 465), not both"
+        )
+    for name in ("REDIS_URL", "RATELIMIT_STORAGE_URI"):
+        url = urlsplit(config.get(name) or "")
+        database = url.path.strip("/")
+        if url.scheme in ("redis", "rediss") and database and not database.isdigit():
+            problems.append(f"{name}'s path must be a database number such as /0")
     return problems
 
 
@@ -165,6 +200,10 @@ def as_read(name: str, limit: Any, value: Any, whole: Any) -> tuple[str, Any, st
     if unit is None:
         return variable, limit, f"{value!s}"
     return variable, whole(limit / unit), f"{value / unit:g}"
+
+
+def is_loopback(url: str) -> bool:
+    return urlsplit(url).hostname in ("localhost", "127.0.0.1", "::1")
 
 
 def is_exact_origin(origin: str) -> bool:
