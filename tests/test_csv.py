@@ -256,6 +256,20 @@ def test_rows_that_change_nothing_are_counted_apart(client, owner, app, dry_run)
     )
 
 
+@pytest.mark.parametrize(
+    "name", ["=Odd Name", "'=Quoted on purpose", "''=Twice", "'Plain quote", "-Minus", "'"]
+)
+def test_a_value_survives_an_export_and_an_import_exactly(client, owner, name):
+    """Issue 35: a real value starting with `'=` lost its quote on the way back."""
+    made = owner.post("/locations/harbour/businesses/", json={"name": name, "slug": "odd"})
+    assert made.status_code == 201, made.get_json()
+    exported = client.get(BUSINESSES + "export.csv").get_data(as_text=True)
+    imported = import_csv(owner, exported)
+    assert imported.status_code == 200, imported.get_json()
+    assert imported.get_json()["updated"] == 0  # every row read back as it was
+    assert client.get(BUSINESSES + "slug/odd").get_json()["name"] == name
+
+
 def test_an_exported_formula_guard_is_taken_off(client, owner):
     assert import_csv(owner, "name,phone\n'=Odd Name,'+44 20 7946 0000\n").status_code == 200
     created = client.get(BUSINESSES + "slug/odd-name").get_json()

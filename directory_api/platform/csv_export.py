@@ -18,6 +18,20 @@ from marshmallow import Schema
 from .output import dumped, schema_instance
 
 FORMULA_STARTS = ("=", "+", "-", "@")
+
+
+def guarded(text: str) -> bool:
+    """Whether an export puts a `'` before `text`: a formula's first character, after any
+    number of `'` (so a value that itself starts with `'=` keeps its quote through an
+    export and an import: the import takes one `'` off exactly these, `unguarded`)."""
+    return text.lstrip("'").startswith(FORMULA_STARTS)
+
+
+def unguarded(text: str) -> str:
+    """`text` as it was before an export guarded it."""
+    return text[1:] if text.startswith("'") and guarded(text) else text
+
+
 FLUSH_AT = 64 * 1024  # characters buffered before a chunk goes out
 
 
@@ -41,7 +55,7 @@ def cell(value: Any) -> str:
         )
     else:
         text = str(value)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    return "'" + text if guarded(text) else text
 
 
 def csv_lines(schema: type[Schema], batches: Iterable[Sequence[Any]]) -> Iterator[bytes]:

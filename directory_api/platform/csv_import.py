@@ -15,7 +15,7 @@ from typing import Any
 
 from marshmallow import Schema, fields
 
-from .csv_export import FORMULA_STARTS
+from .csv_export import unguarded
 from .errors import abort
 
 MAX_ROWS = 10_000
@@ -28,8 +28,7 @@ def row_key(number: int) -> str:
 
 def cell_value(text: str, field: fields.Field) -> Any:
     """A cell as a JSON body would carry the value of `field`."""
-    if text.startswith("'") and text[1:].startswith(FORMULA_STARTS):
-        text = text[1:]  # the guard an export puts there
+    text = unguarded(text)  # the guard an export puts there
     inner = getattr(field, "inner", None)
     if isinstance(inner, fields.Nested):
         names = [f.data_key or n for n, f in inner.schema.load_fields.items()]
