@@ -158,3 +158,29 @@ def test_every_route_that_takes_a_token_is_redacted_by_its_path(app):
     assert token_routes
     for route in token_routes:
         assert route.startswith(TOKEN_PATH_PREFIXES), f"{route} is not in TOKEN_PATH_PREFIXES"
+
+
+def test_the_development_server_logs_each_request_once(app, caplog):
+    """Issue 35: `flask run` printed two lines per request, werkzeug's (with any token in
+    the path) and this package's. Served here by werkzeug's own development server."""
+    import threading
+    import urllib.request
+
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever)
+    thread.start()
+    try:
+        with caplog.at_level(logging.INFO):
+            url = f"http://127.0.0.1:{server.port}/regions/"
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                assert answer.status == 200
+    finally:
+        server.shutdown()
+        thread.join()
+    lines = [record for record in caplog.records if "/regions/" in record.getMessage()]
+    assert [record.name for record in lines] == ["directory_api.requests"]
+    # Its other lines (the banner, errors) still show.
+    logging.getLogger("werkzeug").info(" * Running on http://127.0.0.1:5000")
+    assert caplog.records[-1].getMessage() == " * Running on http://127.0.0.1:5000"

@@ -60,8 +60,19 @@ class JSONFormatter(logging.Formatter):
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
 
 
+def not_a_request_line(record: logging.LogRecord) -> bool:
+    """Werkzeug's development server logs each request ("127.0.0.1 - - [date] "GET /path…"
+    200"), beside this package's own line for it: its line goes (it would also print
+    tokens in paths, which this package's line redacts); its banner and errors stay."""
+    return " - - [" not in record.getMessage()
+
+
 def configure_logging(app: Flask) -> None:
-    """The package logs at LOG_LEVEL to stderr unless the host (pytest) set logging up."""
+    """The package logs at LOG_LEVEL to stderr unless the host (pytest) set logging up;
+    `flask run`'s server logs no second line per request."""
+    development_server = logging.getLogger("werkzeug")
+    if not_a_request_line not in development_server.filters:
+        development_server.addFilter(not_a_request_line)
     logger = logging.getLogger("directory_api")
     logger.setLevel(app.config["LOG_LEVEL"])
     if not any(isinstance(f, RequestIdFilter) for f in logger.filters):
