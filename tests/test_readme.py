@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -154,3 +155,24 @@ def test_make_run_serves_on_port_or_5000(given, served):
     """`make run PORT=…` when 5000 is taken (read with `make -n`: printed, not run)."""
     planned = output_of("make", "-n", "run", *given)
     assert f"flask run --host 127.0.0.1 --port {served}\n" in planned
+
+
+def test_the_package_builds_without_a_warning_and_with_its_data(tmp_path):
+    """Issue 35: every install printed three screens of setuptools warnings (the data
+    folders templates/ and docs/ were not among the packages). Built as pip builds it."""
+    built = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", str(ROOT), "-w", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    assert "BuildBackendWarning" not in built.stdout + built.stderr
+    (wheel,) = tmp_path.glob("directory_api-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {"config.py", "wsgi.py", "directory_api/templates/docs.html"} <= names
+    assert "directory_api/templates/mail/invitation.txt" in names
+    assert "directory_api/docs/altcha.min.js" in names
+    assert not any(name.startswith(("tests/", "bench/")) for name in names)
