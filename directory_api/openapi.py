@@ -49,6 +49,10 @@ ROLE_TEXT = {
 }
 # Problem responses every operation can produce, and those that depend on what it takes.
 ALWAYS = {
+    # nginx in front answers these itself, as problems (deploy/nginx.conf). It never sends
+    # a 408: a client that stops talking is disconnected.
+    414: "The request line (the path with its query) is too long.",
+    431: "A header field, or the request's head as a whole, is too large.",
     500: "Unexpected error (logged with the request id).",
     503: "The database or another required service is unavailable.",
 }

@@ -92,6 +92,19 @@ def test_answers_list_every_field_they_always_show_as_required(document):
     assert schemas["UserOut"]["properties"]["lastLoginAt"]["type"] == ["string", "null"]
 
 
+def test_every_operation_lists_what_nginx_answers_in_front_of_it(document):
+    """414 and 431 come from nginx (deploy/nginx.conf), as problems; there is no 408 (a
+    client that stops talking is disconnected). Issue 35: generated clients lacked them."""
+    for path, item in document["paths"].items():
+        for method, op in item.items():
+            if method not in ("get", "put", "post", "patch", "delete"):
+                continue
+            for status in ("414", "431"):
+                answer = op["responses"][status]
+                assert "application/problem+json" in answer["content"], (path, method, status)
+            assert "408" not in op["responses"], (path, method)
+
+
 def test_the_document_has_servers_a_license_and_points_to_the_docs(document):
     assert document["servers"] == [{"url": "/", "description": "This service."}]
     assert document["info"]["license"] == {"name": "Proprietary"}
