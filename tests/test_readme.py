@@ -11,6 +11,7 @@ at the first failing command, so every request the README shows must succeed.
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -176,3 +177,36 @@ def test_the_package_builds_without_a_warning_and_with_its_data(tmp_path):
     assert "directory_api/templates/mail/invitation.txt" in names
     assert "directory_api/docs/altcha.min.js" in names
     assert not any(name.startswith(("tests/", "bench/")) for name in names)
+
+
+@pytest.mark.parametrize("unit", ["directory-api.service", "directory-worker.service"])
+def test_the_service_units_verify(tmp_path, unit):
+    """deploy/'s systemd units, with this checkout's paths for /srv/directory's, pass
+    `systemd-analyze verify` (where it is installed; else they are read as unit files)."""
+    text = (ROOT / "deploy" / unit).read_text()
+    venv = Path(sys.executable).parent.parent
+    local = text.replace("/srv/directory/venv", str(venv)).replace("/srv/directory/app", str(ROOT))
+    local = local.replace("/etc/directory/environment", str(tmp_path / "environment"))
+    local = local.replace("User=directory", "User=root").replace("Group=directory", "Group=root")
+    (tmp_path / "environment").write_text("APP_ENV=production\n")
+    (tmp_path / unit).write_text(local)
+    service = dict(
+        line.split("=", 1)
+        for line in text.split("[Service]")[1].split("[Install]")[0].splitlines()
+        if "=" in line and not line.startswith("#")
+    )
+    assert service["User"] == "directory" and service["Restart"] in ("on-failure", "always")
+    assert service["EnvironmentFile"] == "/etc/directory/environment"
+    program = service["ExecStart"].split()[0].rsplit("/", 1)[1]
+    assert (venv / "bin" / program).exists()  # the command the venv installs
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        return  # read above as unit files; nothing more to ask without systemd
+    verified = subprocess.run(  # noqa: S603
+        [analyze, "verify", "--man=no", str(tmp_path / unit)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert verified.returncode == 0, verified.stderr
+    assert unit not in verified.stderr, verified.stderr  # no warning about the unit itself
