@@ -2,6 +2,7 @@
 
 import inspect
 
+import orjson
 import pytest
 from marshmallow import Schema, fields
 
@@ -191,6 +192,22 @@ def test_the_database_writes_listings_as_marshmallow_dumps_them(client, written_
     assert found.json["items"] == [written_listings[1]]
     one = client.get("/locations/harbour/businesses/slug/full")  # an ORM object, dumped
     assert one.json == written_listings[1]
+
+
+def test_what_the_database_writes_is_byte_for_byte_the_services_json(client, written_listings):
+    """Issue 35: PostgreSQL wrote `{"id" : …}` where SQLite and the service's own encoder
+    write `{"id":…}`: an answer's bytes (its ETag with them) differed by database. Each
+    page is compared with its own JSON encoded again by the service's encoder."""
+    from directory_api.platform.json_provider import OPTIONS
+
+    for path in (
+        "/locations/harbour/businesses/",
+        "/locations/harbour/businesses/search/quay",
+        "/regions/",
+    ):
+        page = client.get(path)
+        assert page.status_code == 200
+        assert page.get_data() == orjson.dumps(page.get_json(), option=OPTIONS), path
 
 
 @pytest.mark.parametrize(

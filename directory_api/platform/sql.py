@@ -38,19 +38,45 @@ def spelled(postgresql: str, sqlite: str) -> Callable[[type], type]:
     return register
 
 
-@spelled("json_build_object({all})", "json_object({all})")
 class json_object(FunctionElement):  # lower case: a SQL function
-    """A JSON object of alternating keys and values."""
+    """A JSON object of alternating keys (literal identifiers) and values, written as the
+    service's encoder writes JSON: no space after a colon or a comma, so an answer is the
+    same bytes on either database (PostgreSQL's json_build_object writes `"key" : value`)."""
 
     type = JSON()
     inherit_cache = True
+
+
+@compiles(json_object)
+def _json_object_sqlite(element: Any, compiler: Any, **kw: Any) -> str:
+    parts = [compiler.process(clause, **kw) for clause in element.clauses]
+    return f"json_object({', '.join(parts)})"  # SQLite's is compact already
+
+
+@compiles(json_object, "postgresql")
+def _json_object_postgresql(element: Any, compiler: Any, **kw: Any) -> str:
+    """`'{"key":' || value's JSON text || ',"next":' || … || '}'`, typed json (which keeps
+    text as it is). to_json writes each value as json_build_object would; null is `null`."""
+    parts = [compiler.process(clause, **kw) for clause in element.clauses]
+    members = []
+    for number, (key, value) in enumerate(zip(parts[0::2], parts[1::2], strict=True)):
+        start = "{" if number == 0 else ","
+        members.append(f"'{start}\"{key[1:-1]}\":'")  # key: a quoted literal identifier
+        members.append(f"COALESCE(CAST(to_json({value}) AS TEXT), 'null')")
+    if not members:
+        return "CAST('{}' AS json)"
+    return f"CAST({' || '.join(members)} || '}}' AS json)"
 
 
 # SQLite before 3.44 has no ORDER BY inside an aggregate: it aggregates the rows in the
 # order its subquery gives them (an aggregate's ordered subquery is never flattened). It
 # joins the items' JSON texts as they are: json_group_array(json(…)) would parse each one
 # again (twice the database's work for a summary of 200 employers).
-@spelled("json_agg({0} ORDER BY {1})", "'[' || group_concat({0}, ',') || ']'")
+# PostgreSQL's json_agg would put ", " between the items: the array is joined as text too.
+@spelled(
+    "CAST('[' || string_agg(CAST({0} AS TEXT), ',' ORDER BY {1}) || ']' AS json)",
+    "'[' || group_concat({0}, ',') || ']'",
+)
 class json_list(FunctionElement):
     """The JSON array of its first argument (a JSON object) over the rows, ordered by its
     second (NULL when there are none). Aggregate the rows of a subquery ordered the same
