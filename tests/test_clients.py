@@ -133,6 +133,16 @@ def test_a_generated_client_signs_in_lists_creates_and_submits_a_vote(app, gener
         assert isinstance(received, models.ReceivedOut)
         assert received.status == "received"
 
+        # The two CSV imports are the operations it leaves out (a text/csv body): the
+        # generated client's own httpx client calls them, signed in the same (README).
+        imported = session.get_httpx_client().post(
+            "/locations/harbour/employers/import",
+            content=b"name,branch\nQuay Mill,Quay\n",
+            headers={"Content-Type": "text/csv"},
+        )
+        assert imported.status_code == 200, imported.text
+        assert imported.json() == {"created": 1, "updated": 0, "unchanged": 0, "dryRun": False}
+
         votes = module(generated, "api.votes.votes_list_votes").sync(slug="harbour", client=session)
         [seen] = votes.items
         assert str(seen.id) == str(received.id)
