@@ -159,6 +159,49 @@ def test_a_removed_role_takes_effect_at_once(app):
     assert client.get("/me/").get_json()["roles"] == []
 
 
+def test_retry_after_and_the_detail_name_one_number(app_factory, monkeypatch):
+    """Flask-Limiter works its `Retry-After` out a moment after the detail is worded and
+    rounds down: at .3 past a second the detail said 60 seconds and the header 59 (a CI
+    run). A clock that ticks from .3 past a whole second makes that moment every time."""
+    import time
+
+    start, ticks = float(int(time.time())) + 0.3, iter(range(10**9))
+    monkeypatch.setattr(time, "time", lambda: start + next(ticks) / 1000)
+    app = app_factory(RATELIMIT_LOGIN_PER_IP="1/minute", RATELIMIT_LOGIN_PER_EMAIL="100/minute")
+    client = app.test_client()
+    login(client, "guess@example.com")
+    response = login(client, "guess@example.com")
+    assert response.status_code == 429
+    detail = response.get_json()["detail"]
+    wait = response.headers["Retry-After"]
+    # Flask-Limiter's reset moment is the next whole second after the window ends.
+    assert wait in {"60", "61"}, wait
+    assert detail.endswith("try again in 1 minute."), detail
+    assert int(response.headers["X-RateLimit-Reset"]) - int(start) == int(wait)
+
+
+def test_a_store_failing_after_it_counted_still_answers_429(app_factory, monkeypatch):
+    """The store counts the request, then fails before the 429 is worded (Redis killed
+    in between, seen in a fault test): the answer is the 429 without the moment, not a 500."""
+    from limits.storage import MemoryStorage
+
+    app = app_factory(RATELIMIT_LOGIN_PER_IP="1/minute", RATELIMIT_LOGIN_PER_EMAIL="100/minute")
+    client = app.test_client()
+    login(client, "guess@example.com")
+
+    def failed(*args, **kwargs):
+        raise ConnectionError("the store went away")
+
+    monkeypatch.setattr(MemoryStorage, "get_moving_window", failed)
+    response = login(client, "guess@example.com")
+    assert response.status_code == 429
+    assert response.mimetype == "application/problem+json"
+    assert response.get_json()["detail"] == (
+        "At most 1 sign-in attempts from one address per minute."
+    )
+    assert "X-RateLimit-Remaining" not in response.headers
+
+
 def test_login_is_rate_limited_per_ip_with_retry_after(app_factory):
     app = app_factory(RATELIMIT_LOGIN_PER_IP="3/minute", RATELIMIT_LOGIN_PER_EMAIL="100/minute")
     client = app.test_client()

@@ -2,11 +2,12 @@
 
 import functools
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
 
-from flask import Flask, Response, current_app, request
+from flask import Flask, Response, current_app, g, request
 from flask_limiter import Limiter
 from flask_login import current_user
 
@@ -119,9 +120,18 @@ def rate_limit_detail(limit: Any) -> str | None:
     period = in_words(item.get_expiry())
     per = period.removeprefix("1 ")
     current = limiter.current_limit
-    if current is None or current.limit != item:
+    try:
+        # The moment may not be read yet: the store is asked, and it may have failed
+        # since it counted this request (Redis killed mid-request).
+        reset_at = current.reset_at if current is not None and current.limit == item else None
+    except Exception as error:  # any store's failure: the 429 stands without the moment
+        log.warning("rate-limit reset omitted: the store failed (%s)", type(error).__name__)
+        reset_at = None
+    if reset_at is None:
         return f"At most {item.amount} {what} per {per}."
-    wait = max(1.0, current.reset_at - time.time())
+    # Whole seconds, rounded up: a client that waits this long is let in. The same number
+    # goes into `Retry-After` (`add_limit_headers`), so the words and the header agree.
+    g.retry_after = wait = max(1, math.ceil(reset_at - time.time()))
     return f"At most {item.amount} {what} per {per}; try again in {in_words(wait)}."
 
 
@@ -150,12 +160,16 @@ def headers_if_the_store_answers(
 
     def add_limit_headers(response: Response) -> Response:
         try:
-            return inject(response)
+            response = inject(response)
         except Exception as error:  # any store's failure: the answer is made already
             log.warning("rate-limit headers omitted: the store failed (%s)", type(error).__name__)
             for name in LIMIT_HEADERS:
                 response.headers.pop(name, None)
-            return response
+        # Flask-Limiter works `Retry-After` out again a moment later, rounding down: it
+        # could say 59 where the detail says "1 minute". The detail's number stands.
+        if response.status_code == 429 and (wait := g.get("retry_after")) is not None:
+            response.headers["Retry-After"] = str(wait)
+        return response
 
     return add_limit_headers
 
