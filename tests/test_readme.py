@@ -132,6 +132,8 @@ def test_the_walkthrough_runs_as_written(make_run):
     assert '{"votes":1,"messages":' in output.replace(" ", ""), output[-2000:]  # erased
     assert '"status":"confirmed"' in output.replace(" ", "")  # the receipt's link worked
     assert '"created":0' in output.replace(" ", "")  # the dry run of an unchanged export
+    # The audit log's first query finds the walkthrough's own change (issue 35).
+    assert '"changes":{"phone":[null,"+4417687720' in output.replace(" ", ""), output[-2000:]
     # Answers are printed back to back (JSON ends with no line break); `-w` codes end a line.
     assert "304\n" in output  # the ETag revalidation (JSON answers hold no line break)
     assert "204\n" in output  # signed out
