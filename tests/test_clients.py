@@ -185,3 +185,55 @@ def test_redocly_recommended_rules_pass(app, tmp_path):
     output = finished.stdout + finished.stderr
     assert finished.returncode == 0, output
     assert "error" not in output.lower().replace("0 errors", ""), output
+
+
+def test_a_generated_authenticated_client_works_with_a_token_made_by_a_session(app, generated):
+    """API.md 14: a session makes the token (those operations take a session only; the
+    generator types them `AuthenticatedClient` as they need credentials, and the signed-in
+    `Client` carries its cookie); the generated `AuthenticatedClient` then sends it."""
+    make_user("super@example.com", is_super=True)
+    models = module(generated, "models")
+    signed = module(generated, "client").Client(
+        base_url="http://127.0.0.1",
+        httpx_args={"transport": transport(app)},
+        raise_on_unexpected_status=True,
+    )
+    with signed as session:
+        module(generated, "api.auth.auth_login").sync(
+            client=session, body=models.LoginIn(email="super@example.com", password=PASSWORD)
+        )
+        made = module(generated, "api.tokens.tokens_create_token").sync(
+            client=session,
+            body=models.TokenIn(
+                name="generated",
+                password=PASSWORD,
+                scopes=[models.TokenInScopesItem("directory:write")],
+            ),
+        )
+    assert isinstance(made, models.NewTokenOut), made
+    assert made.token.startswith("dapi_")
+
+    with module(generated, "client").AuthenticatedClient(
+        base_url="http://127.0.0.1",
+        token=made.token,
+        httpx_args={"transport": transport(app)},
+        raise_on_unexpected_status=True,
+    ) as scripted:
+        region = module(generated, "api.regions.regions_create_item").sync(
+            client=scripted, body=models.RegionIn(name="South Bay")
+        )
+        assert isinstance(region, models.RegionOut)
+        assert region.slug == "south-bay"
+        # The token's scopes hold: minting another one takes a session, never a token.
+        refused = module(generated, "api.tokens.tokens_create_token").sync_detailed(
+            client=scripted,
+            body=models.TokenIn(
+                name="again",
+                password=PASSWORD,
+                scopes=[models.TokenInScopesItem("directory:write")],
+            ),
+        )
+        assert refused.status_code == 403, refused.content
+        assert b"session" in refused.content, refused.content
+    rows = db.session.execute(db.text("SELECT slug FROM regions")).scalars().all()
+    assert rows == ["south-bay"]
