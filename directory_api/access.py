@@ -12,7 +12,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import Any
 
 from flask import Flask, Response, current_app, g, request, session
 from flask_login import current_user
@@ -210,17 +210,13 @@ TOKEN_BY_HASH = (
 )
 
 
-def refuse_token(detail: str) -> NoReturn:
-    """401 for a token that opens nothing."""
-    abort(401, detail, headers=INVALID_TOKEN)
-
-
-def hidden_from_strangers() -> bool:
-    """Whether this request's route answers anyone it does not serve 404 (/metrics, API.md
-    18): there a token that opens nothing is no token, and the route answers as it would
-    without one (a 401 would tell a stranger the route is there)."""
+def refuse_token(detail: str) -> None:
+    """401 for a token that opens nothing, except on a route that answers anyone it does
+    not serve 404 (/metrics, API.md 18): there it is no token, and the route answers as it
+    would without one (a 401 would tell a stranger the route is there)."""
     view = current_app.view_functions.get(request.endpoint or "")
-    return getattr(view, "hidden_from_strangers", False)
+    if not getattr(view, "hidden_from_strangers", False):
+        abort(401, detail, headers=INVALID_TOKEN)
 
 
 def identify_caller() -> None:
@@ -231,15 +227,11 @@ def identify_caller() -> None:
         return
     g.session_unused = True  # no cookie is read, kept alive or set (sessions.py)
     if not well_formed(text, TOKEN_PREFIX):
-        if hidden_from_strangers():
-            return
-        refuse_token("This is not a token of this service.")
+        return refuse_token("This is not a token of this service.")
     found = db.session.execute(TOKEN_BY_HASH, {"hash": token_hash(text)}).first()
     now = utcnow()
     if found is None or found.expires_at <= now:
-        if hidden_from_strangers():
-            return
-        refuse_token("This token is unknown, expired or revoked.")
+        return refuse_token("This token is unknown, expired or revoked.")
     user, token_id, user_id, scopes, location_ids, _, last_used_at = found
     g.api_token = CallingToken(token_id, user_id, scopes, location_ids)
     g._login_user = user  # Flask-Login's slot: current_user is the token's user

@@ -262,6 +262,9 @@ def test_a_setting_that_cannot_work_stops_the_start_naming_it(tmp_path, setting,
         ({"MAIL_LOG_FILE": "mail.log"}, "unset MAIL_LOG_FILE"),  # live links in clear
         ({"DEBUG": True}, "unset FLASK_DEBUG"),  # it switched the checks off
         ({"FRONTEND_URL": "http://admin.example.org"}, "FRONTEND_URL must be https://"),
+        # A name that starts like this machine's is someone else's.
+        ({"FRONTEND_URL": "http://localhost.example.org"}, "FRONTEND_URL must be https://"),
+        ({"FRONTEND_URL": "http://127.0.0.1.nip.io"}, "FRONTEND_URL must be https://"),
     ],
 )
 def test_production_refuses_to_start_and_says_what_to_set(tmp_path, missing, says):
@@ -279,6 +282,17 @@ def test_production_starts_with_safe_settings(tmp_path):
     assert app.config["SESSION_COOKIE_SECURE"] is True
     assert app.config["SESSION_COOKIE_NAME"] == "__Host-session"
     assert app.config["HSTS_MAX_AGE"] == 365 * 24 * 3600
+
+
+@pytest.mark.parametrize(
+    "frontend", ["http://localhost:3000", "http://127.0.0.2:3000", "http://[::1]:3000"]
+)
+def test_production_takes_a_plain_http_frontend_on_this_machine(tmp_path, frontend):
+    """A frontend on this machine's loopback (behind the same TLS proxy) is not in clear."""
+    app = create_app(
+        "production", SESSION_FILE_DIR=str(tmp_path), **{**SAFE, "FRONTEND_URL": frontend}
+    )
+    assert app.config["FRONTEND_URL"] == frontend
 
 
 def test_local_state_in_production_only_when_explicitly_allowed(tmp_path):

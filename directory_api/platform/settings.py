@@ -5,6 +5,7 @@ it accepts) that config.py raises for values of the wrong kind.
 Add a rule here, as a line of its own in `setting_problems`, or a range in BOUNDS.
 """
 
+import ipaddress
 import math
 import re
 from datetime import timedelta
@@ -114,11 +115,6 @@ def setting_problems(app: Flask) -> list[str]:
         problems += [f"in production, {problem}" for problem in production_problems(config)]
         if app.debug:  # it would also show tracebacks to clients
             problems.append("in production, unset FLASK_DEBUG")
-        if urlsplit(config["FRONTEND_URL"] or "").scheme == "http" and not is_loopback(
-            config["FRONTEND_URL"]
-        ):
-            # Reset and invitation links would travel in clear.
-            problems.append("in production, FRONTEND_URL must be https://")
     return problems
 
 
@@ -203,7 +199,12 @@ def as_read(name: str, limit: Any, value: Any, whole: Any) -> tuple[str, Any, st
 
 
 def is_loopback(url: str) -> bool:
-    return urlsplit(url).hostname in ("localhost", "127.0.0.1", "::1")
+    """Whether the URL's host is this machine: `localhost` or a loopback address."""
+    host = urlsplit(url).hostname or ""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name, not an address
+        return False
 
 
 def is_exact_origin(origin: str) -> bool:
@@ -254,6 +255,9 @@ def production_problems(config: dict[str, Any]) -> list[str]:
         problems.append("unset MAIL_LOG_FILE")
     if config.get("WEBHOOK_ALLOW_HTTP"):  # signed, but readable and alterable on the way
         problems.append("unset WEBHOOK_ALLOW_HTTP (webhook receivers must be https)")
+    frontend = config.get("FRONTEND_URL") or ""
+    if urlsplit(frontend).scheme == "http" and not is_loopback(frontend):
+        problems.append("FRONTEND_URL must be https://")  # links would travel in clear
     # State kept per process or per host would differ between gunicorn workers and hosts.
     if config["SESSION_TYPE"] != "redis" and not config.get("ALLOW_FILE_SESSIONS"):
         problems.append(
