@@ -19,7 +19,15 @@ from .models import Category, Listing, ListingCount, ListingSocial, Social
 from .models.listing import new_revision
 from .platform.output import schema_instance
 from .platform.page_queries import encoded_by_id
-from .platform.sql import json_list, json_of, json_text, tables_read
+from .platform.sql import (
+    csv_cells,
+    json_list,
+    json_of,
+    json_text,
+    never_formula,
+    spaced_list,
+    tables_read,
+)
 from .schemas.listings import ListingOut, SocialLinkOut
 
 # Each row's `ListingOut` as JSON text (sql.json_of), its subcategory's slug and social
@@ -54,9 +62,35 @@ OUTPUT = select(
     )
 ).select_from(_listings.outerjoin(_categories, _listings.c.subcategory_id == _categories.c.id))
 
-# Listings (a page, or an export's batch) as their output: one statement whatever their
-# number, and nothing to dump.
+# Listings (a page) as their output: one statement whatever their number, and nothing
+# to dump.
 listings_output = encoded_by_id(OUTPUT, _listings.c.id)
+
+# Each row's CSV cells (sql.csv_cells), the same output as an export shows it: a social
+# link is `social:url`, a listing's links one cell, separated by spaces, in their order.
+_link_cells = (
+    select(
+        (_socials.c.slug + literal_column("':'") + _links.c.url).label("cell"), _links.c.position
+    )
+    .select_from(_links.join(_socials, _links.c.social_id == _socials.c.id))
+    .where(_links.c.listing_id == _listings.c.id)
+    .order_by(_links.c.position)
+    .correlate(_listings)
+    .subquery()
+)
+CSV_ROWS = select(
+    *csv_cells(
+        schema_instance(ListingOut),
+        {
+            **_listings.c,
+            "subcategory_slug": _categories.c.slug,
+            # Each link starts with its social's slug (slugs.SLUG_REGEX): never a formula.
+            "socials": never_formula(
+                select(spaced_list(_link_cells.c.cell, _link_cells.c.position)).scalar_subquery()
+            ),
+        },
+    )
+).select_from(_listings.outerjoin(_categories, _listings.c.subcategory_id == _categories.c.id))
 
 
 def listing_keys(shown: frozenset[Table]) -> dict[Table, str | None]:

@@ -183,6 +183,24 @@ def test_rows_update_by_slug_and_create_the_rest(client, owner):
     assert client.get(BUSINESSES).get_json()["total"] == 132
 
 
+def test_new_rows_of_one_name_are_numbered_and_counted_once(client, owner, harbour):
+    """An import's new rows choose their slugs against one set (not a query and a flush
+    each): names that slugify alike are numbered past what the location has and what the
+    rows before took; the list's stored total and its ETag move by all of them."""
+    make_listing("business", harbour, "place-001", name="Place 001")
+    before = client.get(BUSINESSES)
+    assert before.get_json()["total"] == 131
+    text = "slug,name\n,Place 001\n,Place 001\nplace-001-9,Chosen\n,Place  001!\n"
+    response = import_csv(owner, text)
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["created"] == 4
+    after = client.get(BUSINESSES + "?sort=-createdAt&perPage=100")
+    assert after.get_json()["total"] == 135
+    assert after.headers["ETag"] != before.headers["ETag"]
+    slugs = {item["slug"] for item in after.get_json()["items"]}
+    assert {"place-001-2", "place-001-3", "place-001-9", "place-001-4"} <= slugs
+
+
 def test_a_column_left_out_is_left_alone(client, owner):
     before = client.get(BUSINESSES + "slug/b-002").get_json()
     assert import_csv(owner, "slug,branch\nb-002,Quay\n").status_code == 200
@@ -448,9 +466,10 @@ def test_a_slot_is_given_back_once_however_the_export_ends(exporting, monkeypatc
 
     # It fails while it streams.
     def broken(*_args, **_kwargs):
+        yield b"id,"
         raise RuntimeError("the database went away mid-export")
 
-    monkeypatch.setattr(csv_export, "dumped", broken)
+    monkeypatch.setattr(csv_export, "csv_lines", broken)
     with pytest.raises(RuntimeError):
         client.get(EXPORTS[0])
     monkeypatch.undo()
@@ -474,3 +493,53 @@ def test_an_export_answered_otherwise_after_its_view_gives_its_slot_back(app_fac
         failing.append(RuntimeError("a hook failed after the view"))
         assert_problem(app.test_client().get(EXPORTS[0]), 500)
         assert_one_slot_free(app)  # at once, not when the collector finds the stream
+
+
+TRICKY = ["=1+2", "'=Quoted", "''=Twice", "'Plain", "-5", "+44 1", "@me", "a,b", 'say "hi"',
+          "two\nlines", "Zürich ☕", "'", "", None]  # fmt: skip
+
+
+def test_the_database_writes_every_cell_as_the_dump_would(client, app):
+    """The listing export's cells are written by the database (sql.csv_cells); the votes
+    export's by Python (`csv_export.cell`). The same rows give the same bytes both ways."""
+    from sqlalchemy import select
+
+    from directory_api.models import Business
+    from directory_api.schemas.listings import ListingOut
+
+    location = make_location("harbour")
+    cafes = make_category("cafes")
+    instagram, mastodon = make_social("instagram"), make_social("mastodon")
+    for number, text in enumerate(TRICKY):
+        make_listing(
+            "business",
+            location,
+            f"v-{number:02}",
+            name=f"V {number:02}",
+            description=text,
+            branch=text,
+            address=text,
+            subcategory=cafes if number % 2 else None,
+            socials=[(mastodon, f"https://m.example/@{number}"), (instagram, "https://i.example/x")]
+            if number % 3
+            else [],
+        )
+    listings = db.session.scalars(
+        select(Business).where(Business.location_id == location.id).order_by(Business.name)
+    ).all()
+    expected = b"".join(csv_export.csv_lines(ListingOut, [listings]))
+    exported = client.get(BUSINESSES + "export.csv?sort=name")
+    assert exported.status_code == 200
+    assert exported.get_data() == expected
+    rows = parse(exported)
+    assert [row["description"] for row in rows[:4]] == ["'=1+2", "''=Quoted", "'''=Twice", "'Plain"]
+    assert rows[1]["socials"] == "mastodon:https://m.example/@1 instagram:https://i.example/x"
+
+
+def test_the_export_reads_what_the_list_page_does():
+    """An export's ETag is the list's revision, turned by changes to what the page's
+    statement reads: the export's statement reads those tables and no other."""
+    from directory_api.listing_pages import CSV_ROWS, OUTPUT
+    from directory_api.platform.sql import tables_read
+
+    assert tables_read(CSV_ROWS) == tables_read(OUTPUT)

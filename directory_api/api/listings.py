@@ -15,7 +15,7 @@ from sqlalchemy.orm import joinedload, selectinload
 from ..access import located
 from ..audit import changed_fields
 from ..endpoints import Access, endpoint
-from ..listing_pages import listings_output
+from ..listing_pages import CSV_ROWS, listings_output
 from ..models import (
     Business,
     Category,
@@ -34,8 +34,9 @@ from ..platform.errors import APIError, abort, invalid
 from ..platform.extensions import db
 from ..platform.limits import exports_per_ip
 from ..platform.output import schema_instance
-from ..platform.page_queries import every_row, paginate
+from ..platform.page_queries import every_cell_row, paginate
 from ..platform.pagination import sort_fields
+from ..platform.slugs import slugs_in_use
 from ..schemas.base import TargetSchema
 from ..schemas.common import ImportArgs, ImportOut
 from ..schemas.listings import (
@@ -49,10 +50,19 @@ from .changes import apply_changes, create_named, delete_unused, update_named
 from .lookups import by_slug_or_422, find_target, get_or_404, id_by_slug, named_by_path
 
 
+def known_this_request(model: Any) -> dict[str, Any]:
+    """The rows of a reference list (categories, socials) this request has looked up, by
+    slug: an import's rows name the same few again and again, looked up once each."""
+    return g.setdefault(f"known_{model.__tablename__}", {})
+
+
 def resolve_subcategory(slug: str | None) -> Category | None:
     if slug is None:
         return None
-    category = by_slug_or_422(Category, slug, "subcategory")
+    known = known_this_request(Category)
+    category = known.get(slug)
+    if category is None:
+        category = known[slug] = by_slug_or_422(Category, slug, "subcategory")
     if category.parent_id is None:
         invalid("subcategory", [f"{slug!r} is a top-level category; use one of its subcategories."])
     return category
@@ -62,7 +72,11 @@ def resolve_socials(links: list[dict[str, str]] | None) -> list[ListingSocial]:
     """The social links, in the order given; the list replaces the old one as a whole."""
     links = links or []
     slugs = [link["social"] for link in links]
-    socials = {s.slug: s for s in db.session.scalars(select(Social).where(Social.slug.in_(slugs)))}
+    socials = known_this_request(Social)
+    if unknown := set(slugs) - socials.keys():
+        socials |= {
+            s.slug: s for s in db.session.scalars(select(Social).where(Social.slug.in_(unknown)))
+        }
     errors: dict[int, dict[str, list[str]]] = {}
     for index, slug in enumerate(slugs):
         if slug not in socials:
@@ -110,10 +124,14 @@ def plan_import(
     columns present; any other row creates one. Every row's problems go into `errors`.
     """
     slugs = {row["slug"] for row in rows if row.get("slug")}
+    # With their socials: a row that sends them replaces the old ones, which would each
+    # be loaded alone.
     existing = {
         listing.slug: listing
         for listing in db.session.scalars(
-            select(model).where(model.location_id == location.id, model.slug.in_(slugs))
+            select(model)
+            .where(model.location_id == location.id, model.slug.in_(slugs))
+            .options(selectinload(model.socials))
         )
     }
     first_row: dict[str, int] = {}
@@ -165,6 +183,13 @@ def listings_blueprint(
     )
     of_subcategory = of_location.where(
         _listings.c.subcategory_id == id_by_slug(_categories.c, bindparam("subcategory"))
+    )
+    # An export's rows as their CSV cells (listing_pages.CSV_ROWS), the same two ways.
+    export_of_location = CSV_ROWS.where(
+        _listings.c.location_id == bindparam("location_id"), _listings.c.kind == kind
+    )
+    export_of_subcategory = export_of_location.where(
+        _categories.c.slug == bindparam("subcategory")  # joined already: its slug
     )
 
     def filtered(location: Location, args: dict[str, Any], *criteria: Any) -> Select:
@@ -239,8 +264,12 @@ def listings_blueprint(
         revision=export_revision,
     )
     def export_listings(args, location: Row):  # locate_with_counts: its id and slug
-        rows = every_row(filtered(location, args), args, encoded=listings_output)
-        return csv_response(ListingOut, rows, f"{location.slug}-{plural}.csv")
+        stmt = export_of_subcategory if "subcategory" in args else export_of_location
+        rows = every_cell_row(
+            stmt.order_by(*args["sort"], _listings.c.id.asc()),
+            {"location_id": location.id, "subcategory": args.get("subcategory")},
+        )
+        return csv_response(ListingOut, rows, f"{location.slug}-{plural}.csv", cells=True)
 
     @bp.get("/slug/<slug:item_slug>", endpoint="get_by_slug")
     @bp.get("/id/<uuid:item_id>", endpoint="get_by_id")
@@ -284,11 +313,13 @@ def listings_blueprint(
         if errors:
             abort(422, "The CSV has invalid rows; nothing was imported.", errors=errors)
         created = updated = 0
+        scope = model.location_id == location.id
+        in_use = slugs_in_use(model, scope) if not args["dry_run"] else set()
         for target, data in plans:
             if target is None:
                 created += 1
                 if not args["dry_run"]:
-                    create_named(model, data, model.location_id == location.id, commit=False)
+                    create_named(model, data, scope, in_use=in_use)
             else:
                 # Applied in a dry run too, to tell a row that changes something from one
                 # that changes nothing (the audit log's measure); rolled back below. No

@@ -1,10 +1,14 @@
 """CSV export (API.md 11): every row a list's filters and sort select, streamed.
 
 The columns are the output schema's JSON field names, in its order; a row is the item as
-the JSON list shows it (dumped by the same schema), so the two never disagree. Rows are
-written batch by batch as they are read (`page_queries.every_row`), so memory stays flat
-whatever the number of rows. A cell that a spreadsheet would take for a formula (starting
-with `=`, `+`, `-` or `@`) gets a leading `'`; the import takes it off again.
+the JSON list shows it, so the two never disagree. A listing export's cells are written by
+the database (`sql.csv_cells`, the schema's fields as SQL) and go to the CSV writer as they
+come from one streaming statement (`page_queries.every_cell_row`); the votes export's rows
+are dumped by the same schema as the list and written here (`cell`), batch by batch
+(`page_queries.every_row`): either way memory stays flat whatever the number of rows, and
+a test holds the two spellings to the same bytes. A cell that a spreadsheet would take for
+a formula (starting with `=`, `+`, `-` or `@`) gets a leading `'`; the import takes it off
+again.
 """
 
 import csv
@@ -58,17 +62,23 @@ def cell(value: Any) -> str:
     return "'" + text if guarded(text) else text
 
 
-def csv_lines(schema: type[Schema], batches: Iterable[Sequence[Any]]) -> Iterator[bytes]:
+def csv_lines(
+    schema: type[Schema], batches: Iterable[Sequence[Any]], *, cells: bool = False
+) -> Iterator[bytes]:
     """The CSV text, UTF-8 encoded, in chunks of about FLUSH_AT characters (the response
-    passes them straight to the server, and WSGI servers take bytes only)."""
+    passes them straight to the server, and WSGI servers take bytes only). The rows are
+    objects `schema` dumps, or (`cells`) their cells already, as `sql.csv_cells` writes them."""
     header = columns(schema_instance(schema))
     many = schema_instance(schema, many=True)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(header)
     for batch in batches:
-        for item in dumped(batch, many, encode=False):
-            writer.writerow([cell(item.get(name)) for name in header])
+        if cells:
+            writer.writerows(batch)
+        else:
+            for item in dumped(batch, many, encode=False):
+                writer.writerow([cell(item.get(name)) for name in header])
         if buffer.tell() >= FLUSH_AT:
             yield buffer.getvalue().encode()
             buffer.seek(0)
@@ -76,11 +86,13 @@ def csv_lines(schema: type[Schema], batches: Iterable[Sequence[Any]]) -> Iterato
     yield buffer.getvalue().encode()
 
 
-def csv_response(schema: type[Schema], batches: Iterable[Sequence[Any]], filename: str) -> Response:
+def csv_response(
+    schema: type[Schema], batches: Iterable[Sequence[Any]], filename: str, *, cells: bool = False
+) -> Response:
     """A streamed `text/csv; charset=utf-8` answer of the rows in `batches` dumped with
-    `schema`, offered for download as `filename`."""
+    `schema` (or their `cells`, `csv_lines`), offered for download as `filename`."""
     response = Response(
-        stream_with_context(csv_lines(schema, batches)),
+        stream_with_context(csv_lines(schema, batches, cells=cells)),
         mimetype="text/csv",
         direct_passthrough=True,
     )

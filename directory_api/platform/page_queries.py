@@ -292,11 +292,11 @@ def every_row(
     *,
     default_order: Sequence[Any] = (),
     options: Sequence[Any] = (),
-    encoded: Encode | None = None,
     batch: int = 500,
 ) -> Iterator[Sequence[Any]]:
-    """Every row of `stmt` in the order `args["sort"]` asks, batch by batch (an export):
-    the ids stream from the database, and only one batch of rows is loaded at a time."""
+    """Every row of `stmt` in the order `args["sort"]` asks, batch by batch, as ORM objects
+    (an export whose cells Python writes: the votes', whose personal data it decrypts): the
+    ids stream from the database, and only one batch of rows is loaded at a time."""
     entity = stmt.column_descriptions[0]["entity"]
     clauses = [*(args.get("sort") or default_order), entity.id.asc()]
     ids = db.session.scalars(
@@ -304,6 +304,15 @@ def every_row(
         .order_by(*clauses)
         .execution_options(yield_per=batch)
     )
-    rows = rows_statement(entity, entity.id, BOUND_IDS, clauses, options, encoded)
+    rows = rows_statement(entity, entity.id, BOUND_IDS, clauses, options, None)
     for chunk in ids.partitions(batch):
-        yield load_rows(rows, {"page_ids": list(chunk)}, encoded is not None)
+        yield load_rows(rows, {"page_ids": list(chunk)}, False)
+
+
+def every_cell_row(
+    stmt: Select, params: Mapping[str, Any], *, batch: int = 500
+) -> Iterator[Sequence[Any]]:
+    """Every row of `stmt` (SQL alone: its rows as they come, `sql.csv_cells`), batch by
+    batch from one statement whose rows stream (a server-side cursor on PostgreSQL), so an
+    export's memory stays flat whatever its number of rows."""
+    yield from db.session.execute(stmt.execution_options(yield_per=batch), params).partitions()

@@ -34,21 +34,41 @@ def slug_taken(model: Any, slug: str, *scope: Any, exclude: Any = None) -> bool:
     return db.session.scalar(stmt.limit(1)) is not None
 
 
+def slugs_in_use(model: Any, *scope: Any) -> set[str]:
+    """Every slug taken in `scope`, for many rows created at once (an import): each row's
+    slug is chosen against this set, which it then joins, instead of a query and a flush
+    per row."""
+    return set(db.session.scalars(select(model.slug).where(*scope)))
+
+
 def name_slug(name: str) -> str:
     """A name as a slug, transliterated ("Café Zürich" → cafe-zurich); empty if nothing is
     left of it."""
     return slugify(name, max_length=SLUG_LENGTH, word_boundary=True)
 
 
-def derive_slug(model: Any, name: str, *scope: Any, reserved: frozenset[str] = frozenset()) -> str:
+def derive_slug(
+    model: Any,
+    name: str,
+    *scope: Any,
+    reserved: frozenset[str] = frozenset(),
+    in_use: set[str] | None = None,
+) -> str:
+    """The name's slug, numbered (`-2`, `-3`, …) past those taken in `scope`: asked of the
+    database, or read from `in_use` (`slugs_in_use`) when given."""
     base = name_slug(name)
     if not base:
         invalid("slug", ["Cannot derive a slug from this name; send a slug."])
-    taken = set(reserved) | set(
-        db.session.scalars(
-            select(model.slug).where(or_(model.slug == base, model.slug.like(f"{base}-%")), *scope)
+    if in_use is not None:
+        taken = in_use if not reserved else in_use | reserved
+    else:
+        taken = set(reserved) | set(
+            db.session.scalars(
+                select(model.slug).where(
+                    or_(model.slug == base, model.slug.like(f"{base}-%")), *scope
+                )
+            )
         )
-    )
     if base not in taken:
         return base
     number = 2
@@ -67,15 +87,21 @@ def choose_slug(
     *scope: Any,
     exclude: Any = None,
     reserved: frozenset[str] = frozenset(),
+    in_use: set[str] | None = None,
 ) -> str:
     """The slug to store: the explicit one (409 if taken), else one derived from the name.
 
     `reserved` slugs would make a URL ambiguous; they are never derived and refused if given.
+    With `in_use` (`slugs_in_use`, for a new row: no `exclude`), the chosen slug joins it.
     """
     if slug is None:
-        return derive_slug(model, name, *scope, reserved=reserved)
-    if slug in reserved:
-        invalid("slug", [f"{slug!r} is reserved; choose another slug."])
-    if slug_taken(model, slug, *scope, exclude=exclude):
-        abort(409, f"The slug {slug!r} is already taken.", errors={"slug": ["Already taken."]})
+        slug = derive_slug(model, name, *scope, reserved=reserved, in_use=in_use)
+    else:
+        if slug in reserved:
+            invalid("slug", [f"{slug!r} is reserved; choose another slug."])
+        taken = slug in in_use if in_use is not None else None
+        if taken or (taken is None and slug_taken(model, slug, *scope, exclude=exclude)):
+            abort(409, f"The slug {slug!r} is already taken.", errors={"slug": ["Already taken."]})
+    if in_use is not None:
+        in_use.add(slug)
     return slug

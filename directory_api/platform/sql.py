@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from marshmallow import Schema, fields, missing
-from sqlalchemy import Table, literal_column
+from sqlalchemy import Table, cast, literal_column
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.sql.visitors import iterate
@@ -201,6 +201,70 @@ def written(field: fields.Field, value: Any) -> Any:
     if kind is fields.List and type(field.inner) is fields.Nested and isinstance(column_type, JSON):
         return json_value(value)
     return None
+
+
+# SQLite before 3.44 joins in the order its (ordered) subquery gives the rows, as json_list.
+@spelled("string_agg({0}, ' ' ORDER BY {1})", "group_concat({0}, ' ')")
+class spaced_list(FunctionElement):
+    """The texts of its first argument over the rows, ordered by its second, separated by
+    spaces (NULL when there are none): a list as one CSV cell (`csv_export.cell`)."""
+
+    type = String()
+    inherit_cache = True
+
+
+@spelled("{0}", "{0}")
+class never_formula(FunctionElement):
+    """A text that cannot start with a formula's character (one a slug starts, say): its
+    CSV cell needs no guard (`csv_cells`), and a costly one (a subquery) is not read twice."""
+
+    type = String()
+    inherit_cache = True
+
+
+# `''''` is one quote. A formula's first character, after any number of quotes: SQLite
+# matches with GLOB (no copy of the text unless it starts with a quote), PostgreSQL with a
+# regular expression.
+@spelled(
+    "CASE WHEN {0} ~ '^''*[-=+@]' THEN '''' ELSE '' END || {0}",
+    "CASE WHEN {0} GLOB '[=+@-]*' OR ({0} GLOB '''*' AND ltrim({0}, '''') GLOB '[=+@-]*')"
+    " THEN '''' ELSE '' END || {0}",
+)
+class formula_guarded(FunctionElement):
+    """A text as a CSV export writes it (`csv_export.guarded`): a `'` before a formula's
+    first character (after any number of `'`); NULL stays NULL."""
+
+    type = String()
+    inherit_cache = True
+
+
+def csv_cells(schema: Schema, sources: Mapping[str, Any]) -> list[Any]:
+    """Each row's CSV cells as `csv_export.cell` writes them from `schema`'s dump, written
+    by the database as texts in the schema's order (NULL for an empty cell): an export's
+    rows go to the CSV writer as they come, with no dump and no work per cell in Python.
+
+    `sources` as for `json_of`; a list of nested objects is given as its cell's text
+    already (`spaced_list` of each item's values joined by `:`). A text that cannot start
+    a formula (`never_formula`, a UUID, a timestamp) is written as it is, any other one
+    guarded (`formula_guarded`). Anything `json_of` would refuse is refused here too."""
+    cells = []
+    for name, field in schema.dump_fields.items():
+        source = sources[field.attribute or name]
+        if type(field) is fields.List and isinstance(source.type, String):
+            text = source
+        elif type(field) is fields.Integer and isinstance(source.type, Integer):
+            text = cast(source, String)
+        else:
+            text = written(field, source)
+            if text is None or not isinstance(text.type, String):
+                raise TypeError(
+                    f"{type(schema).__name__}.{name}: no CSV cell in SQL for "
+                    f"{type(field).__name__} over {source.type!r}"
+                )
+        if not isinstance(text, never_formula | uuid_text | timestamp_text):
+            text = formula_guarded(text)
+        cells.append(text.label(field.data_key or name))
+    return cells
 
 
 def tables_read(statement: Any) -> frozenset[Table]:
