@@ -295,6 +295,9 @@ class Config:
     RATELIMIT_TOKENS_PER_IP = env_rate_limit("RATELIMIT_TOKENS_PER_IP", "20/hour")
     RATELIMIT_VOTES_PER_IP = env_rate_limit("RATELIMIT_VOTES_PER_IP", "10/hour")
     RATELIMIT_EXPORTS_PER_IP = env_rate_limit("RATELIMIT_EXPORTS_PER_IP", "30/hour")
+    RATELIMIT_WEBHOOK_SENDS_PER_ACCOUNT = env_rate_limit(
+        "RATELIMIT_WEBHOOK_SENDS_PER_ACCOUNT", "30/hour"
+    )
     # CSV exports streaming at once in one process (directory_api/platform/at_once.py); one more is
     # answered 429 rather than take a thread, a connection and CPU from every other request.
     EXPORTS_AT_ONCE = env_int("EXPORTS_AT_ONCE", 2)

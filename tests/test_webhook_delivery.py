@@ -487,6 +487,31 @@ def test_test_queues_a_webhook_test_for_this_subscription_only(hooked, receiver)
     assert_problem(hook["client"].post(HOOKS + f"id/{hook['id']}/test"), 409)
 
 
+def test_tests_and_redeliveries_share_one_allowance_per_account(app_factory, receiver):
+    """Sending on demand is limited per account (RATELIMIT_WEBHOOK_SENDS_PER_ACCOUNT): a
+    manager cannot turn the service into a flood of the URL they registered. Another
+    account has its own allowance; nothing past the limit is queued."""
+    app = app_factory(**LOOPBACK, RATELIMIT_WEBHOOK_SENDS_PER_ACCOUNT="3/hour")
+    with app.app_context():
+        harbour = make_location("harbour")
+        grant(make_user("owner@example.com"), harbour, Role.OWNER)
+        grant(make_user("second@example.com"), harbour, Role.OWNER)
+        hook = subscribe(app, receiver.url, events=["business.created"])
+        one = HOOKS + f"id/{hook['id']}/"
+        first = hook["client"].post(one + "test")
+        assert first.status_code == 202
+        again = one + f"deliveries/id/{first.get_json()['id']}/redeliver"
+        assert [hook["client"].post(again).status_code for _ in range(2)] == [202, 202]
+        refused = assert_problem(hook["client"].post(one + "test"), 429)
+        assert refused["detail"].startswith(
+            "At most 3 webhook tests and redeliveries for one account per hour; try again in "
+        )
+        assert_problem(hook["client"].post(again), 429)
+        assert len(log_of(hook)) == 3  # nothing queued past the limit
+        second = signed_in(app, "second@example.com")
+        assert second.post(one + "test").status_code == 202
+
+
 def test_a_deleted_subscription_takes_its_deliveries(hooked, receiver):
     hook = subscribe(hooked, receiver.url)
     receiver.default = Answer(500)

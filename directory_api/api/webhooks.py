@@ -24,6 +24,7 @@ from ..models.api_token import Scope
 from ..models.webhook import GLOBAL_EVENTS, LOCATION_EVENTS, PER_LOCATION
 from ..platform.errors import abort, invalid
 from ..platform.extensions import db
+from ..platform.limits import webhook_sends_per_account
 from ..platform.page_queries import paginate
 from ..platform.pagination import ListArgs
 from ..platform.ssrf import Refused, checked_addresses, parse_networks
@@ -185,7 +186,7 @@ def webhooks_blueprint(located: bool) -> Blueprint:
         return paginate(stmt, args)
 
     @bp.post("/id/<uuid:webhook_id>/deliveries/id/<uuid:delivery_id>/redeliver")
-    @endpoint(response=DeliveryOut, status=202, **manage)
+    @endpoint(response=DeliveryOut, status=202, limits=(webhook_sends_per_account,), **manage)
     def redeliver_delivery(
         webhook_id: uuid.UUID, delivery_id: uuid.UUID, location: Location | None = None
     ):
@@ -203,7 +204,7 @@ def webhooks_blueprint(located: bool) -> Blueprint:
         return again
 
     @bp.post("/id/<uuid:webhook_id>/test")
-    @endpoint(response=DeliveryOut, status=202, **manage)
+    @endpoint(response=DeliveryOut, status=202, limits=(webhook_sends_per_account,), **manage)
     def test_webhook(webhook_id: uuid.UUID, location: Location | None = None):
         """Queue a `webhook.test` event for this subscription alone (whatever its events)."""
         webhook = subscription(location, webhook_id)

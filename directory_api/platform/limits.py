@@ -91,6 +91,14 @@ votes_per_location = limiter.shared_limit(
     deduct_when=lambda response: response.status_code < 400,
     error_message="votes to one location",
 )
+# A test event and a redelivery send to a receiver on demand: one allowance per account
+# for both, so a subscription's manager cannot make the service flood the URL they chose.
+webhook_sends_per_account = limiter.shared_limit(
+    configured("RATELIMIT_WEBHOOK_SENDS_PER_ACCOUNT"),
+    scope="webhook-sends",
+    key_func=signed_in_account,
+    error_message="webhook tests and redeliveries for one account",
+)
 # Every CSV export (businesses, employers, votes) shares one allowance per client IP.
 exports_per_ip = limiter.shared_limit(
     configured("RATELIMIT_EXPORTS_PER_IP"),
