@@ -9,8 +9,10 @@ a voter's address use `normalize_email`; the `Email` field (schemas/fields.py) s
 import unicodedata
 
 from email_validator import EmailNotValidError, validate_email
+from flask import has_request_context, request
 
 EMAIL_LENGTH = 254  # RFC 5321's limit on a path, less its angle brackets
+MEMO = "directory_api.canonical_emails"  # the request's environ: its addresses, checked
 
 
 def _fold(text: str) -> str:
@@ -30,7 +32,16 @@ def normalize_email(text: str) -> str:
 
 
 def canonical_email(text: str) -> str:
-    """The normalised address; EmailNotValidError when `text` is not one."""
-    result = validate_email(_fold(text), check_deliverability=False)
-    # The validator may re-normalise the domain (IDNA): fold again, so it is idempotent.
-    return _fold(result.normalized)
+    """The normalised address; EmailNotValidError when `text` is not one.
+
+    Kept for the rest of the request (a vote's address is read by its schema, its rate
+    limit, its duplicate check and its receipt: the validator once, not four times), and
+    no longer: a process keeps no address past the request that brought it."""
+    memo = request.environ.setdefault(MEMO, {}) if has_request_context() else {}
+    found = memo.get(text)
+    if found is None:
+        result = validate_email(_fold(text), check_deliverability=False)
+        # The validator may re-normalise the domain (IDNA): fold again, so it is idempotent.
+        found = memo[text] = _fold(result.normalized)
+        memo[found] = found  # idempotent: the stored form, read again, is itself
+    return found
