@@ -27,6 +27,7 @@ import time
 from collections.abc import Hashable
 
 from flask import Flask, Response, current_app, g, request, session
+from werkzeug.http import generate_etag, quote_etag
 
 from .recent import RecentlyUsed, request_key
 from .sessions import USER_KEY
@@ -34,6 +35,7 @@ from .sessions import USER_KEY
 CONDITIONAL_METHODS = frozenset({"GET", "HEAD"})
 ANSWERED = frozenset({200, 304})
 UNCACHED_PREFIX = "/health"  # liveness and readiness: always asked afresh
+VARY = ("Cookie", "Authorization")  # who asks changes what comes back
 
 
 # The ETag answered last for a revision and URL (recent.py), and for the most recent of
@@ -106,9 +108,19 @@ def signed_in() -> bool:
     )
 
 
+def vary_on_the_caller(response: Response) -> None:
+    """`Vary: Cookie, Authorization`, beside any the view set. Written as text where there is
+    none (parsing it into a header set, as `response.vary` does, is most of this)."""
+    if response.headers.get("Vary"):
+        response.vary.update(VARY)
+    else:
+        response.headers["Vary"] = ", ".join(VARY)
+
+
 def cache_headers(response: Response) -> Response:
-    response.vary.update(("Cookie", "Authorization"))
-    if response.cache_control.no_store:  # the view's: an answer no one may use twice
+    vary_on_the_caller(response)
+    # The view's: an answer no one may use twice (read as text: views write it so).
+    if "no-store" in response.headers.get("Cache-Control", ""):
         return response
     private = signed_in()
     if private:
@@ -128,8 +140,10 @@ def cache_headers(response: Response) -> Response:
                 response.close()  # not one row read: the stream has not started
                 response.response, response.status_code = [], 304
         return response
-    response.add_etag()
     tag = response.get_etag()[0]
+    if tag is None:  # the view set none: the body's hash (Response.add_etag, not parsed back)
+        tag = generate_etag(response.get_data())
+        response.headers["ETag"] = quote_etag(tag)
     key = g.get("answer_key")
     if key is not None:
         keep_answer(key, tag, response)
@@ -137,7 +151,7 @@ def cache_headers(response: Response) -> Response:
     # (RFC 9110 13.1.2). Werkzeug's make_conditional did more per request (a Date header the
     # server replaces, range parsing) and answered 200 to a matching If-None-Match beside
     # a matching If-Match.
-    if request.if_none_match.contains_weak(tag):
+    if "HTTP_IF_NONE_MATCH" in request.environ and request.if_none_match.contains_weak(tag):
         response.status_code = 304
     return response
 
