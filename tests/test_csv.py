@@ -543,3 +543,26 @@ def test_the_export_reads_what_the_list_page_does():
     from directory_api.platform.sql import tables_read
 
     assert tables_read(CSV_ROWS) == tables_read(OUTPUT)
+
+
+def test_cells_in_sql_are_refused_for_what_sql_cannot_write():
+    """At import, as json_of does: a dump hook, or a field over a column of another type."""
+    from marshmallow import Schema, fields, post_dump
+
+    from directory_api.listing_pages import _listings
+    from directory_api.platform.sql import csv_cells
+
+    class Hooked(Schema):
+        name = fields.String()
+
+        @post_dump
+        def shout(self, data, **_kwargs):
+            return {key: value.upper() for key, value in data.items()}
+
+    class Mismatched(Schema):
+        name = fields.Integer()
+
+    with pytest.raises(TypeError, match="dump hooks"):
+        csv_cells(Hooked(), _listings.c)
+    with pytest.raises(TypeError, match="no CSV cell in SQL for Integer"):
+        csv_cells(Mismatched(), _listings.c)

@@ -151,6 +151,12 @@ class json_value(FunctionElement):
     inherit_cache = True
 
 
+def refuse_dump_hooks(schema: Schema) -> None:
+    """What a hook would change, SQL cannot write: refused at import."""
+    if any(schema._hooks[hook] for hook in ("pre_dump", "post_dump")):
+        raise TypeError(f"{type(schema).__name__}: no SQL for a schema with dump hooks")
+
+
 def json_of(schema: Schema, sources: Mapping[str, Any]) -> json_object:
     """Each row's output as `schema` would dump it, written by the database as a JSON
     object (`json_text(...)` for its text).
@@ -163,8 +169,7 @@ def json_of(schema: Schema, sources: Mapping[str, Any]) -> json_object:
     whose value Python decodes (encrypted text), or a field over a column of another type
     (tests hold the output equal to the dump).
     """
-    if any(schema._hooks[hook] for hook in ("pre_dump", "post_dump")):
-        raise TypeError(f"{type(schema).__name__}: no SQL for a schema with dump hooks")
+    refuse_dump_hooks(schema)
     pairs: list[Any] = []
     for name, field in schema.dump_fields.items():
         value = written(field, sources[field.attribute or name])
@@ -247,6 +252,7 @@ def csv_cells(schema: Schema, sources: Mapping[str, Any]) -> list[Any]:
     already (`spaced_list` of each item's values joined by `:`). A text that cannot start
     a formula (`never_formula`, a UUID, a timestamp) is written as it is, any other one
     guarded (`formula_guarded`). Anything `json_of` would refuse is refused here too."""
+    refuse_dump_hooks(schema)
     cells = []
     for name, field in schema.dump_fields.items():
         source = sources[field.attribute or name]
