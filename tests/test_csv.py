@@ -201,6 +201,31 @@ def test_new_rows_of_one_name_are_numbered_and_counted_once(client, owner, harbo
     assert {"place-001-2", "place-001-3", "place-001-9", "place-001-4"} <= slugs
 
 
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_row_s_own_slug_wins_wherever_it_stands(client, owner, dry_run):
+    """A new row's explicit slug is its own even below a row whose name would derive it
+    (the import answered 409 before); the dry run answers as the import does."""
+    text = "slug,name\n,Foo\nfoo,Bar\n"
+    response = import_csv(owner, text, "?dryRun=true" if dry_run else "")
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["created"] == 2
+    if not dry_run:
+        assert client.get(BUSINESSES + "slug/foo").get_json()["name"] == "Bar"
+        assert client.get(BUSINESSES + "slug/foo-2").get_json()["name"] == "Foo"
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_name_without_a_slug_in_it_is_named_by_its_row(client, owner, dry_run):
+    """A name with nothing to make a slug of is the row's problem, named like the others
+    (it was a 422 on `slug` with no row), in a dry run too; nothing is written."""
+    before = client.get(BUSINESSES).get_json()["total"]
+    response = import_csv(owner, "name\nFine Name\n!!!\n", "?dryRun=true" if dry_run else "")
+    problem = assert_problem(response, 422)
+    assert list(problem["errors"]) == ["row 2"]
+    assert "slug" in problem["errors"]["row 2"]
+    assert client.get(BUSINESSES).get_json()["total"] == before
+
+
 def test_a_column_left_out_is_left_alone(client, owner):
     before = client.get(BUSINESSES + "slug/b-002").get_json()
     assert import_csv(owner, "slug,branch\nb-002,Quay\n").status_code == 200

@@ -41,19 +41,11 @@ def create_named(
     data: dict[str, Any],
     *scope: Any,
     reserved: frozenset[str] = frozenset(),
-    in_use: set[str] | None = None,
 ) -> Answer:
-    """Insert `model(**data)` with its slug chosen by the slug rules; 201 with Location.
-
-    With `in_use` (one of many rows of an import, `slugs.slugs_in_use`) the slug is chosen
-    against it and joins it, and the caller flushes and commits the lot."""
-    data["slug"] = choose_slug(
-        model, data.get("slug"), data["name"], *scope, reserved=reserved, in_use=in_use
-    )
+    """Insert `model(**data)` with its slug chosen by the slug rules; 201 with Location."""
+    data["slug"] = choose_slug(model, data.get("slug"), data["name"], *scope, reserved=reserved)
     item = model(**data)
     db.session.add(item)
-    if in_use is not None:
-        return Answer(item)
     db.session.commit()
     return created(item, "get_by_slug", item_slug=item.slug)
 

@@ -36,8 +36,8 @@ def slug_taken(model: Any, slug: str, *scope: Any, exclude: Any = None) -> bool:
 
 def slugs_in_use(model: Any, *scope: Any) -> set[str]:
     """Every slug taken in `scope`, for many rows created at once (an import): each row's
-    slug is chosen against this set, which it then joins, instead of a query and a flush
-    per row."""
+    slug is derived against this set (`derive_slug`'s `in_use`), which it then joins,
+    instead of a query and a flush per row."""
     return set(db.session.scalars(select(model.slug).where(*scope)))
 
 
@@ -87,21 +87,15 @@ def choose_slug(
     *scope: Any,
     exclude: Any = None,
     reserved: frozenset[str] = frozenset(),
-    in_use: set[str] | None = None,
 ) -> str:
     """The slug to store: the explicit one (409 if taken), else one derived from the name.
 
     `reserved` slugs would make a URL ambiguous; they are never derived and refused if given.
-    With `in_use` (`slugs_in_use`, for a new row: no `exclude`), the chosen slug joins it.
     """
     if slug is None:
-        slug = derive_slug(model, name, *scope, reserved=reserved, in_use=in_use)
-    else:
-        if slug in reserved:
-            invalid("slug", [f"{slug!r} is reserved; choose another slug."])
-        taken = slug in in_use if in_use is not None else None
-        if taken or (taken is None and slug_taken(model, slug, *scope, exclude=exclude)):
-            abort(409, f"The slug {slug!r} is already taken.", errors={"slug": ["Already taken."]})
-    if in_use is not None:
-        in_use.add(slug)
+        return derive_slug(model, name, *scope, reserved=reserved)
+    if slug in reserved:
+        invalid("slug", [f"{slug!r} is reserved; choose another slug."])
+    if slug_taken(model, slug, *scope, exclude=exclude):
+        abort(409, f"The slug {slug!r} is already taken.", errors={"slug": ["Already taken."]})
     return slug
