@@ -11,12 +11,12 @@ from contextlib import contextmanager
 import pytest
 from sqlalchemy.engine import make_url
 
-from directory_api.models import Region
+from directory_api.models import Location, Region, Role
 from directory_api.platform.extensions import db
 from directory_api.platform.reads import autocommit_engine
 
-from .conftest import PG_URL, forget_answers, statements_run
-from .factories import make_listing, make_location, make_social
+from .conftest import PG_URL, forget_answers, signed_in, statements_run
+from .factories import PASSWORD, grant, make_listing, make_location, make_social, make_user
 from .faults import RoundTrips, tcp_proxy
 
 needs_postgresql = pytest.mark.skipif(
@@ -142,3 +142,29 @@ def test_reads_keep_their_engine_whatever_the_engine_options(app_factory, option
             assert connection.connection.dbapi_connection.autocommit is True
         make_location("harbour")
     assert app.test_client().get(LIST).status_code == 200
+
+
+@needs_postgresql
+@pytest.mark.parametrize("by", ["cookie", "token"])
+def test_me_is_one_round_trip(proxied, by):
+    """Issue 36: `GET /me/` finds who asks and their roles in one statement, by a session
+    or by a token (whose last use is written at most once a minute, after the answer)."""
+    with proxied() as (counter, client):
+        user = make_user("ann@example.com")
+        grant(user, db.session.query(Location).filter_by(slug="harbour").one(), Role.OWNER)
+        asking = signed_in(client.application, "ann@example.com")
+        headers = {}
+        if by == "token":
+            made = asking.post(
+                "/me/tokens/",
+                json={"name": "t", "password": PASSWORD, "scopes": ["directory:read"]},
+            )
+            headers = {"Authorization": f"Bearer {made.get_json()['token']}"}
+            asking = client.application.test_client()
+        assert asking.get("/me/", headers=headers).status_code == 200  # a token's use noted
+        counter.count = 0
+        response = asking.get("/me/", headers=headers)
+        trips = counter.count
+
+    assert response.get_json()["roles"] == [{"location": "harbour", "role": "owner"}]
+    assert trips == 1

@@ -4,7 +4,7 @@ import uuid
 
 from flask import Blueprint, session
 from flask_login import current_user
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, inspect, select
 from sqlalchemy.orm import joinedload, lazyload, load_only
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -69,8 +69,12 @@ def signed_in_user() -> User:
 def get_me():
     """The signed-in user, with their roles."""
     user = signed_in_user()
-    set_committed_value(user, "memberships", db.session.scalars(ROLES, {"user": user.id}).all())
+    if "memberships" in inspect(user).unloaded:  # loaded before this request (tests)
+        set_committed_value(user, "memberships", db.session.scalars(ROLES, {"user": user.id}).all())
     return user
+
+
+get_me.shows_roles = True  # loaded with the user (access.WITH_ROLES)
 
 
 # Built once: a user's roles with their locations' slugs (what /me shows of them), in one
