@@ -229,8 +229,10 @@ def withdraw_offer(role: GrantedRole, location_id: uuid.UUID | None, user_id: uu
 # Accounts: invitations, role offers and roles
 
 
-def find_user_by_email(email: str) -> User | None:
-    return db.session.scalar(select(User).where(User.email == normalize_email(email)))
+def find_user_by_email(email: str, *options: Any) -> User | None:
+    """The account of an address (as normalised), loaded with `options` (access.WITH_ROLES)."""
+    stmt = select(User).where(User.email == normalize_email(email)).options(*options)
+    return db.session.execute(stmt).unique().scalar_one_or_none()
 
 
 class Invitation(NamedTuple):

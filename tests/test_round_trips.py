@@ -168,3 +168,26 @@ def test_me_is_one_round_trip(proxied, by):
 
     assert response.get_json()["roles"] == [{"location": "harbour", "role": "owner"}]
     assert trips == 1
+
+
+@needs_postgresql
+def test_a_sign_in_is_its_three_statements_in_one_transaction(proxied):
+    """Issue 36: the account with its roles, the last sign-in, the audit entry, between
+    BEGIN and COMMIT; the answer is what was written, not read again (it was 9)."""
+    with proxied() as (counter, client):
+        user = make_user("ann@example.com")
+        grant(user, db.session.query(Location).filter_by(slug="harbour").one(), Role.OWNER)
+        db.session.commit()
+        counter.count = 0
+        with statements_run() as run:
+            response = client.post(
+                "/auth/login", json={"email": "ann@example.com", "password": PASSWORD}
+            )
+        trips = counter.count
+
+    assert response.status_code == 200, response.get_json()
+    body = response.get_json()
+    assert body["roles"] == [{"location": "harbour", "role": "owner"}]
+    assert body["lastLoginAt"] is not None
+    assert [executed.sql.split()[0] for executed in run] == ["SELECT", "UPDATE", "INSERT"]
+    assert trips == len(run) + 2  # BEGIN and COMMIT

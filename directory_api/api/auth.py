@@ -4,6 +4,7 @@ from flask import Blueprint, session
 from flask_login import current_user, logout_user
 
 from .. import audit
+from ..access import WITH_ROLES
 from ..credentials import (
     find_user_by_email,
     hash_password,
@@ -15,7 +16,7 @@ from ..credentials import (
 from ..endpoints import Access, endpoint
 from ..gauges import SIGN_INS
 from ..platform.errors import abort
-from ..platform.extensions import db
+from ..platform.extensions import commit_keeping_state, db
 from ..platform.limits import login_per_email, login_per_ip
 from ..platform.metrics import count
 from ..schemas.users import LoginIn, UserOut
@@ -33,7 +34,8 @@ bp = Blueprint("auth", __name__, url_prefix="/auth")
 )
 def login(data):
     """Sign in; answers the user and sets the session cookie."""
-    user = find_user_by_email(data["email"])
+    # With the roles the answer shows (a row per role: an account has a few).
+    user = find_user_by_email(data["email"], WITH_ROLES)
     # Unknown, wrong and not-yet-registered all cost one hash check and get the same answer.
     if not verify_password(user.password_hash if user else None, data["password"]):
         audit.record("auth.login_failed", target=user)  # kept: the 401 rolls nothing back
@@ -45,7 +47,7 @@ def login(data):
     record_login(user)
     sign_in(user, remember=data["remember"])
     audit.record("auth.login", target=user, actor=user, sign_in=True)
-    db.session.commit()
+    commit_keeping_state()  # the answer is what was just written: not read again
     count(SIGN_INS, "succeeded")
     return user
 

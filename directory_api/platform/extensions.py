@@ -64,3 +64,16 @@ def client_network() -> str:
 
 
 limiter = Limiter(key_func=client_network)
+
+
+def commit_keeping_state() -> None:
+    """Commit without expiring what the session holds: for an answer made of exactly what
+    the request loaded and wrote (a sign-in's account and roles), which reading it all again
+    would find unchanged, one round trip or two saved. Every other commit expires, so what
+    is read after it is the database's."""
+    session = db.session()
+    keep, session.expire_on_commit = session.expire_on_commit, False
+    try:
+        session.commit()
+    finally:
+        session.expire_on_commit = keep
