@@ -434,29 +434,35 @@ def _write(session: Session) -> None:
         return
     request_id = g.get("request_id") if has_request_context() else None
     ip = _client_ip() if has_request_context() else None
-    for entry in transaction.pending.values():
-        if entry.action.endswith(".update") and not entry.changes:
-            continue  # changed, then changed back
-        target = entry.target
-        target_id = target if isinstance(target, uuid.UUID) else getattr(target, "id", None)
-        location = entry.location
-        session.add(
-            AuditEntry(
-                action=entry.action,
-                actor_id=entry.actor.id if entry.actor is not None else None,
-                actor_email=entry.actor.email if entry.actor is not None else None,
-                actor_token_id=acting_token_id(entry.actor),
-                target_type=entry.target_type,
-                target_id=target_id,
-                target_slug=getattr(target, "slug", None),
-                location_id=location.id if location is not None else None,
-                location_slug=location.slug if location is not None else None,
-                changes=entry.changes,
-                request_id=request_id,
-                ip=ip,
-            )
-        )
+    rows = [
+        entry_row(entry, request_id, ip)
+        for entry in transaction.pending.values()
+        if not (entry.action.endswith(".update") and not entry.changes)  # changed back
+    ]
     del session.info["audit"]
+    if rows:
+        # Inserted as rows, not objects the session would track and flush one by one: an
+        # import of 10,000 listings writes its 10,000 entries in one executemany.
+        session.execute(insert(AuditEntry), rows)
+
+
+def entry_row(entry: Pending, request_id: str | None, ip: str | None) -> dict[str, Any]:
+    """The `audit_entries` row of a pending entry."""
+    target, location, actor = entry.target, entry.location, entry.actor
+    return {
+        "action": entry.action,
+        "actor_id": actor.id if actor is not None else None,
+        "actor_email": actor.email if actor is not None else None,
+        "actor_token_id": acting_token_id(actor),
+        "target_type": entry.target_type,
+        "target_id": target if isinstance(target, uuid.UUID) else getattr(target, "id", None),
+        "target_slug": getattr(target, "slug", None),
+        "location_id": location.id if location is not None else None,
+        "location_slug": location.slug if location is not None else None,
+        "changes": entry.changes,
+        "request_id": request_id,
+        "ip": ip,
+    }
 
 
 def _forget(session: Session, transaction: SessionTransaction) -> None:

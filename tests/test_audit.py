@@ -476,11 +476,13 @@ def test_a_refused_write_leaves_no_entry(clients, world, read):
 
 
 def test_an_entry_that_cannot_be_written_takes_its_change_along(clients, world, monkeypatch):
-    def unwritable(**values):
-        return AuditEntry(**{**values, "action": None})  # NOT NULL: the insert fails
+    written = audit.entry_row
+
+    def unwritable(*args):
+        return {**written(*args), "action": None}  # NOT NULL: the insert fails
 
     assert clients["super"]  # signed in before the log breaks
-    monkeypatch.setattr(audit, "AuditEntry", unwritable)
+    monkeypatch.setattr(audit, "entry_row", unwritable)
     failed = clients["super"].post("/regions/", json={"name": "South"})
     assert failed.status_code == 409  # the database refused the entry
     assert failed.headers["Content-Type"] == PROBLEM
