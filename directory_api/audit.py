@@ -442,8 +442,10 @@ def _write(session: Session) -> None:
     del session.info["audit"]
     if rows:
         # Inserted as rows, not objects the session would track and flush one by one: an
-        # import of 10,000 listings writes its 10,000 entries in one executemany.
-        session.execute(insert(AuditEntry), rows)
+        # import of 10,000 listings writes its 10,000 entries in a few statements. RETURNING
+        # makes SQLAlchemy batch them as multi-row INSERTs on psycopg too (without it, one
+        # INSERT per row: PostgreSQL's statement-level count trigger would fire per entry).
+        session.execute(insert(AuditEntry).returning(AuditEntry.id), rows)
 
 
 def entry_row(entry: Pending, request_id: str | None, ip: str | None) -> dict[str, Any]:
