@@ -187,6 +187,13 @@ def test_redocly_recommended_rules_pass(app, tmp_path):
     assert "error" not in output.lower().replace("0 errors", ""), output
 
 
+def token_body(models, name: str):
+    """A generated client's body for a token that writes the directory."""
+    return models.TokenIn(
+        name=name, password=PASSWORD, scopes=[models.TokenInScopesItem("directory:write")]
+    )
+
+
 def test_a_generated_authenticated_client_works_with_a_token_made_by_a_session(app, generated):
     """API.md 14: a session makes the token (those operations take a session only; the
     generator types them `AuthenticatedClient` as they need credentials, and the signed-in
@@ -204,11 +211,7 @@ def test_a_generated_authenticated_client_works_with_a_token_made_by_a_session(a
         )
         made = module(generated, "api.tokens.tokens_create_token").sync(
             client=session,
-            body=models.TokenIn(
-                name="generated",
-                password=PASSWORD,
-                scopes=[models.TokenInScopesItem("directory:write")],
-            ),
+            body=token_body(models, "generated"),
         )
     assert isinstance(made, models.NewTokenOut), made
     assert made.token.startswith("dapi_")
@@ -227,11 +230,7 @@ def test_a_generated_authenticated_client_works_with_a_token_made_by_a_session(a
         # The token's scopes hold: minting another one takes a session, never a token.
         refused = module(generated, "api.tokens.tokens_create_token").sync_detailed(
             client=scripted,
-            body=models.TokenIn(
-                name="again",
-                password=PASSWORD,
-                scopes=[models.TokenInScopesItem("directory:write")],
-            ),
+            body=token_body(models, "again"),
         )
         assert refused.status_code == 403, refused.content
         assert b"session" in refused.content, refused.content

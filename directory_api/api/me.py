@@ -4,9 +4,6 @@ import uuid
 
 from flask import Blueprint, session
 from flask_login import current_user
-from sqlalchemy import bindparam, inspect, select
-from sqlalchemy.orm import joinedload, lazyload, load_only
-from sqlalchemy.orm.attributes import set_committed_value
 
 from .. import audit
 from ..credentials import (
@@ -23,7 +20,7 @@ from ..credentials import (
     void_tokens,
 )
 from ..endpoints import Access, endpoint
-from ..models import Location, Membership, TokenPurpose, User, UserStatus
+from ..models import TokenPurpose, User, UserStatus
 from ..models.api_token import Scope
 from ..platform.errors import abort, invalid
 from ..platform.extensions import db
@@ -68,24 +65,12 @@ def signed_in_user() -> User:
 @endpoint(response=UserOut, access=Access.LOGIN)
 def get_me():
     """The signed-in user, with their roles."""
-    user = signed_in_user()
-    if "memberships" in inspect(user).unloaded:  # loaded before this request (tests)
-        set_committed_value(user, "memberships", db.session.scalars(ROLES, {"user": user.id}).all())
-    return user
+    return signed_in_user()
 
 
-get_me.shows_roles = True  # loaded with the user (access.WITH_ROLES)
-
-
-# Built once: a user's roles with their locations' slugs (what /me shows of them), in one
-# statement whatever their number; loaded for /me alone, not with every signed-in request.
-ROLES = (
-    select(Membership)
-    .where(Membership.user_id == bindparam("user"))
-    .options(
-        joinedload(Membership.location).options(load_only(Location.slug), lazyload(Location.region))
-    )
-)
+# Its roles come with the user who asks, in one statement (access.WITH_ROLES); every other
+# signed-in request reads the user's row alone.
+get_me.shows_roles = True
 
 
 @bp.put("/id/<uuid:user_id>")

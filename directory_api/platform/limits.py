@@ -63,16 +63,20 @@ email_update_per_account = limiter.limit(
     key_func=signed_in_account,
     error_message="e-mail changes for one account",
 )
+
+
+def shared(setting: str, scope: str, what: str, **options: Any) -> Any:
+    """A limit the endpoints that declare it spend together (`scope`), read from `setting`
+    (per client IP unless `options` key it otherwise); `what` it counts, and whose."""
+    return limiter.shared_limit(configured(setting), scope=scope, error_message=what, **options)
+
+
 # Registration and every endpoint that takes a token share one allowance per IP.
-token_endpoints = limiter.shared_limit(
-    configured("RATELIMIT_TOKENS_PER_IP"),
-    scope="tokens",
-    error_message="requests with a token or a registration from one address",
+token_endpoints = shared(
+    "RATELIMIT_TOKENS_PER_IP", "tokens", "requests with a token or a registration from one address"
 )
 # Every type of public vote submission shares one allowance per client IP.
-votes_per_ip = limiter.shared_limit(
-    configured("RATELIMIT_VOTES_PER_IP"), scope="votes", error_message="votes from one address"
-)
+votes_per_ip = shared("RATELIMIT_VOTES_PER_IP", "votes", "votes from one address")
 
 
 def path_location() -> str:
@@ -84,27 +88,23 @@ def path_location() -> str:
 # location from many addresses (API.md 17). It counts submissions accepted (answered below
 # 400), so one address past its own allowance spends none of the location's; checked
 # before the per-IP limit, whose figures the answer's headers then show the client.
-votes_per_location = limiter.shared_limit(
-    configured("VOTE_LIMIT_PER_LOCATION"),
-    scope="votes-location",
+votes_per_location = shared(
+    "VOTE_LIMIT_PER_LOCATION",
+    "votes-location",
+    "votes to one location",
     key_func=path_location,
     deduct_when=lambda response: response.status_code < 400,
-    error_message="votes to one location",
 )
 # A test event and a redelivery send to a receiver on demand: one allowance per account
 # for both, so a subscription's manager cannot make the service flood the URL they chose.
-webhook_sends_per_account = limiter.shared_limit(
-    configured("RATELIMIT_WEBHOOK_SENDS_PER_ACCOUNT"),
-    scope="webhook-sends",
+webhook_sends_per_account = shared(
+    "RATELIMIT_WEBHOOK_SENDS_PER_ACCOUNT",
+    "webhook-sends",
+    "webhook tests and redeliveries for one account",
     key_func=signed_in_account,
-    error_message="webhook tests and redeliveries for one account",
 )
 # Every CSV export (businesses, employers, votes) shares one allowance per client IP.
-exports_per_ip = limiter.shared_limit(
-    configured("RATELIMIT_EXPORTS_PER_IP"),
-    scope="exports",
-    error_message="exports from one address",
-)
+exports_per_ip = shared("RATELIMIT_EXPORTS_PER_IP", "exports", "exports from one address")
 
 
 def in_words(seconds: float) -> str:
