@@ -220,6 +220,12 @@ def env_list(name: str) -> list[str]:
     return [item.strip().rstrip("/") for item in (env(name) or "").split(",") if item.strip()]
 
 
+def env_secrets(name: str) -> tuple[str, ...]:
+    """Comma-separated secrets, each as written but for surrounding spaces (a base64 key
+    may end in "/", which a list of URLs would lose)."""
+    return tuple(item.strip() for item in (env(name) or "").split(",") if item.strip())
+
+
 # Unset (None), these follow the profile: on in production, off elsewhere.
 SECURE_COOKIES = env_bool("SESSION_COOKIE_SECURE", None)
 JSON_LOGS = env_bool("JSON_LOG", None)
@@ -229,10 +235,15 @@ class Config:
     SECRET_KEY = env("SECRET_KEY")
     # Earlier secret keys, comma-separated, while SECRET_KEY is rotated (Flask's own
     # setting, API.md 18): sessions, pending mail, challenges and voters' address hashes
-    # made under them stay valid. PII_HASH_KEY, when set, keys the voters' address hashes
-    # instead of SECRET_KEY (hashes made under SECRET_KEY and its fallbacks still match).
-    SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS")
+    # made under them stay valid.
+    SECRET_KEY_FALLBACKS = env_secrets("SECRET_KEY_FALLBACKS")
+    # PII_HASH_KEY, when set, keys the voters' address hashes instead of SECRET_KEY. Hashes
+    # made under PII_HASH_OLD_KEYS still match, and so do those made under SECRET_KEY and
+    # its fallbacks unless PII_HASH_MATCH_SECRET_KEYS is off (README, "Rotating the secret
+    # key": how to retire them once no vote needs them).
     PII_HASH_KEY = env("PII_HASH_KEY")
+    PII_HASH_OLD_KEYS = env_secrets("PII_HASH_OLD_KEYS")
+    PII_HASH_MATCH_SECRET_KEYS = env_bool("PII_HASH_MATCH_SECRET_KEYS", True)
     # None means "SQLite in the instance folder"; create_app() fills in the path.
     SQLALCHEMY_DATABASE_URI = env_database_url("DATABASE_URL")
     # Every wait on a backing service is bounded (directory_api/platform/timeouts.py), so a stalled
@@ -365,8 +376,7 @@ class Config:
     # encrypted with a key derived from OUTBOX_KEY (else SECRET_KEY); after a change of
     # either, list the previous secrets in OUTBOX_OLD_KEYS until `flask outbox rekey` ran.
     OUTBOX_KEY = env("OUTBOX_KEY")
-    # Comma-separated; kept exactly as given (env_list would trim a trailing "/" of a key).
-    OUTBOX_OLD_KEYS = tuple(key for key in (env("OUTBOX_OLD_KEYS") or "").split(",") if key.strip())
+    OUTBOX_OLD_KEYS = env_secrets("OUTBOX_OLD_KEYS")
     PII_RETENTION_DAYS = env_int("PII_RETENTION_DAYS", 365)  # then a vote's submitter is redacted
     OUTBOX_RETENTION_DAYS = env_int("OUTBOX_RETENTION_DAYS", 30)  # delivered/failed rows
     AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 400)  # then audit entries go

@@ -172,6 +172,19 @@ def test_booleans_and_choices_are_read_in_any_case():
     )
 
 
+def test_lists_of_keys_keep_each_key_as_written():
+    """Base64 keys may end in "/" (a list of URLs drops it): an earlier key read wrongly
+    would sign everyone out at a rotation."""
+    environment = {
+        "SECRET_KEY_FALLBACKS": "old+key/ , older/key/",
+        "OUTBOX_OLD_KEYS": "a/,b",
+        "PII_HASH_OLD_KEYS": " pii/ ",
+    }
+    names = [*environment]
+    printed = read_setting(f"[getattr(config.Config, n) for n in {names!r}]", environment)
+    assert printed == str([("old+key/", "older/key/"), ("a/", "b"), ("pii/",)])
+
+
 @pytest.mark.parametrize(("environment", "days"), [({}, 30), ({"SESSION_MAX_DAYS": "7"}, 7)])
 def test_session_max_days_is_read_from_the_environment(environment, days):
     assert read_setting("config.Config.SESSION_MAX_LIFETIME.days", environment) == str(days)

@@ -6,7 +6,7 @@ both, so they can fail)."""
 import uuid
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from directory_api.models import Role, Vote
 from directory_api.platform.extensions import db
@@ -74,6 +74,40 @@ def test_with_the_old_key_as_a_fallback_nothing_is_lost(app_factory, before):
         assert second.email_hash != first.email_hash  # hashed under the new key
 
 
+def session_cookie(client):
+    return client.get_cookie("session") or client.get_cookie("__Host-session")
+
+
+def test_a_sign_out_is_not_undone_by_a_request_that_read_the_old_entry(
+    app_factory, before, monkeypatch
+):
+    """Two requests with one cookie, both reading the session under the old key: the
+    first moves it and signs out before the second moves it. The second must not bring
+    the session back."""
+    app = restarted(app_factory, before, SECRET_KEY=NEW, SECRET_KEY_FALLBACKS=[OLD])
+    cookie = session_cookie(before["owner"])
+    interface = app.session_interface
+    move = interface._move
+    raced = []
+
+    def the_other_request_first(*args):
+        if not raced:
+            raced.append(True)
+            other = app.test_client()
+            other.set_cookie(cookie.key, cookie.value)
+            assert other.get("/me/").status_code == 200  # moved under NEW
+            assert other.post("/auth/logout").status_code == 204
+        return move(*args)
+
+    monkeypatch.setattr(interface, "_move", the_other_request_first)
+    with app.app_context():
+        late = app.test_client()
+        late.set_cookie(cookie.key, cookie.value)
+        assert_problem(late.get("/me/"), 401)
+        assert_problem(late.get("/me/"), 401)
+    assert raced
+
+
 def test_without_the_fallback_they_are_lost(app_factory, before):
     app = restarted(app_factory, before, SECRET_KEY=NEW)
     with app.app_context():
@@ -109,6 +143,43 @@ def test_pii_hash_key_keeps_hashes_and_still_matches_the_old_ones(app_factory, b
         assert second.duplicate_of_id == first.id
         assert third.duplicate_of_id == first.id
         assert third.email_hash == second.email_hash  # PII_HASH_KEY's, before and after
+
+
+def duplicate_flagged(app, email: str = "val@example.org") -> bool:
+    """Whether a new vote from `email` is flagged as a duplicate of an earlier one."""
+    with app.app_context():
+        client = app.test_client()
+        assert post(client, altcha=solve(client), yourEmail=email).status_code == 201
+        newest = db.session.scalars(select(Vote).order_by(Vote.created_at.desc())).first()
+        return newest.duplicate_of_id is not None
+
+
+def test_the_secret_keys_hashes_are_retired_when_no_longer_wanted(app_factory, before):
+    """With PII_HASH_KEY set, hashes under the secret keys match until
+    PII_HASH_MATCH_SECRET_KEYS is turned off; PII_HASH_OLD_KEYS keeps a key's hashes
+    matching whatever SECRET_KEY becomes."""
+    pii = "a-pii-hash-key-" + "p" * 24
+    keys = {"SECRET_KEY": NEW, "SECRET_KEY_FALLBACKS": [OLD], "PII_HASH_KEY": pii}
+    retired = restarted(app_factory, before, **keys, PII_HASH_MATCH_SECRET_KEYS=False)
+    assert retired.extensions["email_hash_keys"] == retired.extensions["email_hash_keys"][:1]
+    assert not duplicate_flagged(retired, "VAL@example.org")  # the vote under OLD: not seen
+    kept = restarted(
+        app_factory,
+        before,
+        SECRET_KEY=NEW,
+        PII_HASH_KEY=pii,
+        PII_HASH_OLD_KEYS=[OLD],
+        PII_HASH_MATCH_SECRET_KEYS=False,
+    )
+    assert len(kept.extensions["email_hash_keys"]) == 2  # PII_HASH_KEY's and OLD's: not NEW's
+    with kept.app_context():  # only the vote hashed under OLD is left to match
+        first = db.session.scalars(select(Vote).order_by(Vote.created_at)).first()
+        db.session.execute(delete(Vote).where(Vote.id != first.id))
+        db.session.commit()
+    assert duplicate_flagged(kept)
+    assert not duplicate_flagged(
+        restarted(app_factory, before, SECRET_KEY=NEW, PII_HASH_KEY="another-pii-key-" + "q" * 24)
+    )  # the check that it can fail: neither OLD nor the first PII_HASH_KEY matches
 
 
 def test_a_weak_pii_hash_key_stops_production(app_factory):

@@ -62,9 +62,12 @@ def init_keys(app: Flask) -> None:
     older = [*(app.config.get("OUTBOX_OLD_KEYS") or []), *secrets]
     older = [key for key in dict.fromkeys(older) if key != current]
     app.extensions["outbox_cipher"] = MultiFernet([_fernet(current), *map(_fernet, older)])
-    # Voters' address hashes: under PII_HASH_KEY when set, else SECRET_KEY; those made
-    # under the secret keys (before PII_HASH_KEY, or before a rotation) still match.
-    hashing = [app.config.get("PII_HASH_KEY"), *secrets]
+    # Voters' address hashes: under PII_HASH_KEY when set, else SECRET_KEY. Those made
+    # under PII_HASH_OLD_KEYS and the secret keys (before PII_HASH_KEY, or before a
+    # rotation) still match, the latter until PII_HASH_MATCH_SECRET_KEYS is turned off.
+    hashing = [app.config.get("PII_HASH_KEY"), *(app.config.get("PII_HASH_OLD_KEYS") or [])]
+    if not hashing[0] or app.config.get("PII_HASH_MATCH_SECRET_KEYS", True):
+        hashing += secrets
     app.extensions["email_hash_keys"] = [
         derive_key(secret, "vote email hash") for secret in dict.fromkeys(hashing) if secret
     ]

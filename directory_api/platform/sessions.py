@@ -129,6 +129,16 @@ class JSONFileCache(FileSystemCache):
 
     serializer = JSONFiles()
 
+    def remove(self, key: str) -> bool:
+        """Whether this call removed `key` (of two calls at once, one does; cachelib's
+        `delete` says True for a key already gone)."""
+        try:
+            os.remove(self._get_filename(key))
+        except FileNotFoundError:
+            return False
+        self._update_count(delta=-1)
+        return True
+
 
 class SessionLifetimeMixin:
     serializer: Serializer
@@ -178,10 +188,15 @@ class SessionLifetimeMixin:
 
     def _move_from_earlier_key(self, sid: str, store_id: str) -> dict | None:
         """The session of `sid` stored under an earlier key (before SECRET_KEY was
-        rotated), moved under the current one: saved where it is looked for from now on."""
+        rotated), moved under the current one: saved where it is looked for from now on.
+
+        The move takes the earlier entry in one step: of two requests with one cookie, one
+        moves it and the other finds what that one left (nothing, if it signed out since),
+        so a sign-out is never undone by a request that read the entry before it."""
         for id_key, value_key in self.earlier_keys:
             earlier_id = self._get_store_id(sid, id_key)
-            data = self._unseal(earlier_id, self._read(earlier_id), value_key)
+            stored = self._read(earlier_id)
+            data = self._unseal(earlier_id, stored, value_key)
             if data is None:
                 continue
             permanent = data.get("_permanent", self.permanent)
@@ -191,18 +206,20 @@ class SessionLifetimeMixin:
                 else current_app.config["SESSION_IDLE_LIFETIME"]
             )
             moved = self.session_class(data, sid=sid)  # type: ignore[attr-defined]
-            self._write(
-                store_id,
-                self._seal(store_id, moved),
-                int(lifetime.total_seconds()),
-                only_if_present=False,
-            )
-            self._delete_session(earlier_id)  # type: ignore[attr-defined]
+            sealed = self._seal(store_id, moved)
+            taken = self._move(earlier_id, stored, store_id, sealed, int(lifetime.total_seconds()))
             g.session_sid = sid
-            return data
+            return data if taken else self._unseal(store_id, self._read(store_id))
         return None
 
     def _read(self, store_id: str) -> Any:
+        raise NotImplementedError
+
+    def _move(
+        self, earlier_id: str, stored: Any, store_id: str, value: bytes, seconds: int
+    ) -> bool:
+        """Store `value` under `store_id` and remove `earlier_id`, if `earlier_id` still
+        holds `stored`; whether it did (another request may have moved it first)."""
         raise NotImplementedError
 
     def open_session(self, app: Flask, request: Request) -> ServerSideSession:
@@ -288,6 +305,15 @@ class FileSessionInterface(SessionLifetimeMixin, CacheLibSessionInterface):
         if not only_if_present or self.cache.has(store_id):
             self.cache.set(store_id, value.decode(), timeout=seconds)
 
+    def _move(
+        self, earlier_id: str, stored: Any, store_id: str, value: bytes, seconds: int
+    ) -> bool:
+        # One process's files (one host): whoever removes the earlier file moves it.
+        if not self.cache.remove(earlier_id):
+            return False
+        self._write(store_id, value, seconds, only_if_present=False)
+        return True
+
 
 class RedisSessions(SessionLifetimeMixin, RedisSessionInterface):
     def _read(self, store_id: str) -> Any:
@@ -295,6 +321,22 @@ class RedisSessions(SessionLifetimeMixin, RedisSessionInterface):
 
     def _write(self, store_id: str, value: bytes, seconds: int, *, only_if_present: bool) -> None:
         self.client.set(store_id, value, ex=seconds, xx=only_if_present)  # XX: atomically
+
+    def _move(
+        self, earlier_id: str, stored: Any, store_id: str, value: bytes, seconds: int
+    ) -> bool:
+        return bool(self.client.eval(MOVE, 2, earlier_id, store_id, stored, value, seconds))
+
+
+# KEYS[1] to KEYS[2], as one step: only if KEYS[1] still holds what was read (ARGV[1]).
+MOVE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3])
+    redis.call('DEL', KEYS[1])
+    return 1
+end
+return 0
+"""
 
 
 def refuse_without_store() -> None:
