@@ -145,7 +145,17 @@ def allowed_networks(app: Flask) -> tuple[Any, ...]:
 
 
 def address_allowed() -> bool:
-    """Whether the client's address (after PROXY_FIX_X_FOR) is in METRICS_ALLOW."""
+    """Whether the client's address (after PROXY_FIX_X_FOR) is in METRICS_ALLOW.
+
+    A request that came through a proxy (it carries X-Forwarded-For) while PROXY_FIX_X_FOR
+    is 0 shows the proxy's address, loopback behind nginx, whoever the client is: it is not
+    let in by address (the token still is)."""
+    if not current_app.config["PROXY_FIX_X_FOR"] and "X-Forwarded-For" in request.headers:
+        log.warning(
+            "GET /metrics came through a proxy (X-Forwarded-For) but PROXY_FIX_X_FOR is 0: "
+            "its address is the proxy's, so METRICS_ALLOW cannot admit it; set PROXY_FIX_X_FOR"
+        )
+        return False
     try:
         address = ipaddress.ip_address((request.remote_addr or "").split("%", 1)[0])
     except ValueError:
