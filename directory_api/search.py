@@ -7,14 +7,19 @@ every write, and the criteria that look for it.
   subcategory is renamed.
 - Looked for: every word of the term as a substring of `search_text` (LIKE '%word%').
   PostgreSQL's trigram index (migrations 0002 and 0005) serves those directly; on SQLite an
-  FTS5 trigram table (migration 0003) narrows first. Hits rank by how the whole term meets
-  the name.
+  FTS5 trigram table (migrations 0003 and 0024) narrows first, asked for the words' least
+  common trigrams only (`TrigramShares`). Hits rank by how the whole term meets the name.
 """
 
+import random
+import threading
+import time
 import unicodedata
-from typing import Any
+from collections import Counter
+from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, case, literal_column, select, text
+from flask import current_app
+from sqlalchemy import ColumnElement, bindparam, case, column, select, text
 
 from .models.listing import Listing
 from .models.reference import Category
@@ -68,23 +73,83 @@ def escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def sqlite_search_index(words: list[str]) -> list[Any]:
-    """On SQLite, narrow through the FTS5 trigram index (migration 0003) first.
+# How many listings' texts tell how common each trigram is, and how long a process trusts
+# what they told.
+SAMPLE_ROWS, SAMPLE_SECONDS = 1000, 600.0
 
-    Trigrams need three characters; shorter words are left to the LIKE filters alone.
-    PostgreSQL needs nothing here: its trigram index serves the LIKE filters directly.
-    """
-    if db.session.get_bind().dialect.name != "sqlite":
-        return []
-    phrases = ['"' + word.replace('"', '""') + '"' for word in words if len(word) >= 3]
-    if not phrases:
-        return []
-    matches = (
-        select(literal_column("listing_id"))
-        .select_from(text(SQLITE_SEARCH_TABLE))
-        .where(text(f"{SQLITE_SEARCH_TABLE} MATCH :phrases").bindparams(phrases=" ".join(phrases)))
+
+class TrigramShares:
+    """The share of listings' search texts each trigram occurs in, from SAMPLE_ROWS texts
+    drawn at random, taken again every SAMPLE_SECONDS, per process.
+
+    FTS5 reads a token's whole list of rows: a trigram in every text ("ery" of "every
+    day" in 101,000 of 101,000) cost the index 4 ms of its 4.2 for "golden bakery", where
+    its words' least common trigrams alone cost 0.5 ms (bench/INSTRUCTIONS.md). An
+    estimate is enough: which trigrams are asked for changes the work, never the hits, as
+    every word is still checked by LIKE."""
+
+    def __init__(self) -> None:
+        self.shares: dict[str, float] = {}
+        self.taken_at = -SAMPLE_SECONDS
+        self.lock = threading.Lock()
+
+    def __call__(self) -> dict[str, float]:
+        if time.monotonic() - self.taken_at >= SAMPLE_SECONDS and self.lock.acquire(False):
+            try:  # one thread samples; the others go on with what was known
+                self.shares = self.sample()
+                self.taken_at = time.monotonic()
+            finally:
+                self.lock.release()
+        return self.shares
+
+    @staticmethod
+    def sample() -> dict[str, float]:
+        top = db.session.scalar(text("SELECT max(fts_rowid) FROM listings_fts_rows")) or 0
+        keys = random.sample(range(1, top + 1), min(top, SAMPLE_ROWS))
+        texts = db.session.scalars(SAMPLED, {"keys": keys}).all()
+        counts = Counter(gram for found in texts for gram in set(trigrams(found or "")))
+        return {gram: count / len(texts) for gram, count in counts.items()}
+
+
+def trigrams(word: str) -> list[str]:
+    """The word's trigrams as FTS5's trigram tokenizer cuts them, each once, in order."""
+    return list(dict.fromkeys(word[start : start + 3] for start in range(len(word) - 2)))
+
+
+def index_query(words: list[str], shares: dict[str, float]) -> str | None:
+    """The FTS5 query for `words`: each word's least common trigram. Every text holding a
+    word holds its trigrams, so the rows found include every hit; a word's other trigrams
+    narrow little (they come together) and each costs a list of rows to read. None when
+    no word has three characters."""
+    asked = [
+        min(grams, key=lambda gram: shares.get(gram, 0.0))
+        for grams in map(trigrams, words)
+        if grams
+    ]
+    return (
+        " AND ".join('"' + gram.replace('"', '""') + '"' for gram in dict.fromkeys(asked)) or None
     )
-    return [Listing.id.in_(matches)]
+
+
+SAMPLED = text("SELECT search_text FROM listings_fts WHERE rowid IN :keys").bindparams(
+    bindparam("keys", expanding=True)
+)
+# The listings whose search text holds every trigram asked for (migration 0024's tables).
+INDEXED = text(
+    "SELECT listing_id FROM listings_fts_rows WHERE fts_rowid IN "
+    "(SELECT rowid FROM listings_fts WHERE listings_fts MATCH :trigrams)"
+).columns(column("listing_id"))
+
+
+def index_trigrams(words: list[str]) -> str | None:
+    """On SQLite, what to ask the FTS5 trigram index for, to narrow first (migrations 0003,
+    0024); None where there is nothing to ask (words under three characters are left to
+    the LIKE filters alone), and on PostgreSQL, whose trigram index serves the LIKE filters
+    directly."""
+    if db.session.get_bind().dialect.name != "sqlite":
+        return None
+    shares = current_app.extensions.setdefault("search_trigram_shares", TrigramShares())
+    return index_query(words, shares())
 
 
 MIN_TERM, MAX_TERM = 2, 100
@@ -113,23 +178,46 @@ def checked_term(term: str) -> str:
     return term
 
 
-def search_criteria(
-    model: type[Listing], term: str
-) -> tuple[list[ColumnElement[bool]], ColumnElement[int]]:
-    """The criteria that find every word of `term` in `model`'s search text, and the
-    relevance to order the hits by: the name equal to the term first, then starting with
-    it, then containing it, then the rest."""
+class Search(NamedTuple):
+    """A term as the statements built once take it (`search_criteria`): their shape (how
+    many words, whether the index narrows first) and the values they bind."""
+
+    shape: tuple[int, bool]
+    values: dict[str, str]
+
+
+def search_of(term: str) -> Search:
     folded = fold(term)
     words = folded.split()
-    criteria = [
-        *sqlite_search_index(words),
-        *(model.search_text.like(f"%{escape_like(word)}%", escape="\\") for word in words),
-    ]
     whole = escape_like(folded)
+    values = {f"search_word_{n}": f"%{escape_like(word)}%" for n, word in enumerate(words)}
+    values |= {"search_term": folded, "search_start": f"{whole}%", "search_within": f"%{whole}%"}
+    trigrams = index_trigrams(words)
+    if trigrams is not None:
+        values["trigrams"] = trigrams
+    return Search((len(words), trigrams is not None), values)
+
+
+def search_criteria(
+    columns: Any, shape: tuple[int, bool]
+) -> tuple[list[ColumnElement[bool]], ColumnElement[int]]:
+    """The criteria that find every word of a term (`search_of`) in the search text of
+    `columns` (a listing table's), and the relevance to order the hits by: the name equal
+    to the term first, then starting with it, then containing it, then the rest. Their
+    values are bound: built once per shape, they serve every term of that shape."""
+    words, indexed = shape
+    criteria = [
+        *([columns.id.in_(INDEXED)] if indexed else []),
+        *(
+            columns.search_text.like(bindparam(f"search_word_{n}"), escape="\\")
+            for n in range(words)
+        ),
+    ]
+    name = columns.search_name
     relevance = case(
-        (model.search_name == folded, 0),
-        (model.search_name.like(f"{whole}%", escape="\\"), 1),
-        (model.search_name.like(f"%{whole}%", escape="\\"), 2),
+        (name == bindparam("search_term"), 0),
+        (name.like(bindparam("search_start"), escape="\\"), 1),
+        (name.like(bindparam("search_within"), escape="\\"), 2),
         else_=3,
     )
     return criteria, relevance

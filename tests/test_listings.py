@@ -173,6 +173,7 @@ def test_a_list_page_costs_the_same_queries_whatever_its_size(app, client, world
                 assert item["subcategory"] == "cafes"
             counts[per_page] = len(statements)
         search_counts = {}
+        client.get(url(kind, rest="search/cafes"))  # SQLite: the process samples trigrams once
         for per_page in (1, 30):
             statements.clear()
             assert client.get(url(kind, rest=f"search/l?perPage={per_page}")).status_code == 422
@@ -530,6 +531,111 @@ def test_search_on_sqlite_goes_through_the_fts5_trigram_index(app, client):
     slugs, plan = search_and_plan(client, "/locations/big/businesses/search/shop%2042", "MATCH")
     assert slugs == ["b-42"]
     assert any("listings_fts VIRTUAL TABLE INDEX" in line for line in plan), "\n".join(plan)
+
+
+def test_the_index_is_asked_for_the_least_common_trigrams():
+    from directory_api.search import index_query
+
+    shares = {"ery": 1, "eve": 0.9, "ver": 0.95, "old": 0.1, "bak": 0.04, "ake": 0.03, "ker": 0.04}
+    # "golden": a trigram never seen (share 0); "bakery": its rarest, never "ery".
+    assert index_query(["golden", "bakery"], shares) == '"gol" AND "ake"'
+    # A word whose every trigram is common is still asked for its least common one.
+    assert index_query(["every"], shares) == '"eve"'
+    assert index_query(["ab", "say"], {}) == '"say"'  # too short for a trigram: LIKE alone
+    assert index_query(["bake", "bakery"], shares) == '"ake"'  # asked once
+    assert index_query(["ab"], {}) is None
+    assert index_query(['a"b'], {}) == '"a""b"'  # quoted as FTS5 reads strings
+
+
+@pytest.mark.skipif(bool(PG_URL), reason="the FTS5 index is SQLite's (PostgreSQL uses pg_trgm)")
+def test_sqlite_search_leaves_out_what_every_listing_holds_and_finds_the_same(app, client):
+    from directory_api.search import TrigramShares
+
+    location = make_location("big")
+    for number in range(40):
+        make_listing(
+            "business", location, f"b-{number}", name=f"Shop {number}", description="Open every day"
+        )
+    make_listing("business", location, "bakery", name="Golden Bakery", description="Every day")
+    make_listing("business", location, "gilded", name="Gilded Bakery", description="Closed")
+    app.extensions["search_trigram_shares"] = TrigramShares()  # sampled now, from these
+    with statements_run() as run:
+        response = client.get("/locations/big/businesses/search/golden%20EVERY")
+    assert [item["slug"] for item in response.get_json()["items"]] == ["bakery"]
+    [asked] = [executed.parameters for executed in run if "MATCH" in executed.sql]
+    trigrams = [value for value in asked if isinstance(value, str) and value.startswith('"')]
+    [every] = [gram for gram in ('"eve"', '"ver"', '"ery"') if gram in trigrams[0]]
+    assert trigrams == [f'"gol" AND {every}']  # one of each word's, the rarest
+
+
+def test_the_search_index_follows_renames_and_deletes(app, clients, world, kind):
+    client = clients["super"]
+    assert client.post(url(kind), json={"name": "Marble Arch"}).status_code == 201
+    renamed = client.put(url(kind), json={"slug": "marble-arch", "name": "Granite Gate"})
+    assert renamed.status_code == 200
+    assert slugs_found(client, kind, "granite") == ["marble-arch"]
+    assert slugs_found(client, kind, "marble") == []
+    assert client.delete(url(kind), json={"slug": "marble-arch"}).status_code == 204
+    assert slugs_found(client, kind, "granite") == []
+    if db.engine.dialect.name == "sqlite":
+        with db.engine.connect() as connection:
+            rows, indexed, listings = (
+                connection.exec_driver_sql(count).scalar()
+                for count in (
+                    "SELECT count(*) FROM listings_fts_rows",
+                    "SELECT count(*) FROM listings_fts",
+                    "SELECT count(*) FROM listings",
+                )
+            )
+        assert rows == indexed == listings  # nothing left behind by the delete
+
+
+@pytest.mark.skipif(bool(PG_URL), reason="migration 0024 changes SQLite's index alone")
+def test_migration_0024_keeps_every_listing_searchable_both_ways(tmp_path):
+    from flask_migrate import downgrade, upgrade
+
+    from directory_api import create_app
+
+    app = create_app(
+        "testing",
+        SQLALCHEMY_DATABASE_URI=f"sqlite:///{tmp_path / 'old.sqlite3'}",
+        SESSION_FILE_DIR=str(tmp_path / "sessions"),
+    )
+
+    def found(term: str) -> list[str]:
+        listings = app.test_client().get(f"/locations/harbour/businesses/search/{term}")
+        return [item["slug"] for item in listings.get_json()["items"]]
+
+    with app.app_context():
+        upgrade(revision="0023")
+        harbour = make_location("harbour")
+        make_listing("business", harbour, "mill", name="Harbour Mill")
+        make_listing("business", harbour, "works", name="Iron Works")
+        db.session.remove()
+        upgrade()
+        assert found("mill") == ["mill"]
+        assert found("harbour") == ["mill"]
+        make_listing("business", harbour, "yard", name="Mill Yard")  # through the new triggers
+        assert found("mill") == ["yard", "mill"]
+        db.session.remove()
+        downgrade(revision="0023")  # 0003's shape (for the code of then), filled again
+        with db.engine.connect() as connection:
+            ids = connection.exec_driver_sql(
+                """SELECT listing_id FROM listings_fts WHERE listings_fts MATCH '"mill"'"""
+            ).scalars()
+            assert len(set(ids)) == 2
+            triggers = connection.exec_driver_sql(
+                "SELECT count(*) FROM sqlite_master WHERE name LIKE 'listings_fts_%' "
+                "AND type = 'trigger'"
+            ).scalar()
+        assert triggers == 3
+        db.engine.dispose()
+
+
+def slugs_found(client, kind, term: str) -> list[str]:
+    response = client.get(f"{url(kind)}search/{term}")
+    assert response.status_code == 200, response.get_data(as_text=True)
+    return [item["slug"] for item in response.get_json()["items"]]
 
 
 def listed_total(client, kind, location="harbour", query=""):

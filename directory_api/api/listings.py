@@ -35,7 +35,7 @@ from ..platform.extensions import db
 from ..platform.limits import exports_per_ip
 from ..platform.output import schema_instance
 from ..platform.page_queries import every_cell_row, paginate
-from ..platform.pagination import sort_fields
+from ..platform.pagination import Order, sort_fields
 from ..platform.slugs import derive_slug, slugs_in_use
 from ..schemas.base import TargetSchema
 from ..schemas.common import ImportArgs, ImportOut
@@ -45,7 +45,7 @@ from ..schemas.listings import (
     ListingOut,
     ListingUpdate,
 )
-from ..search import TERM_SCHEMA, checked_term, search_criteria
+from ..search import TERM_SCHEMA, checked_term, search_criteria, search_of
 from .changes import apply_changes, create_named, delete_unused, update_named
 from .lookups import by_slug_or_422, find_target, get_or_404, id_by_slug, named_by_path
 
@@ -220,11 +220,22 @@ def listings_blueprint(
         _categories.c.slug == bindparam("subcategory")  # joined already: its slug
     )
 
-    def filtered(location: Location, args: dict[str, Any], *criteria: Any) -> Select:
-        stmt = select(model).where(model.location_id == location.id, *criteria)
-        if "subcategory" in args:
-            stmt = stmt.where(model.subcategory_id == id_by_slug(Category, args["subcategory"]))
-        return stmt
+    # Searches, built once per shape (search.search_criteria) and list: the statement, and
+    # the order by relevance (named, so that its pages' statements are kept too).
+    searches: dict[tuple[tuple[int, bool], bool], tuple[Select, Order]] = {}
+
+    def search_statement(shape: tuple[int, bool], subcategory: bool) -> tuple[Select, Order]:
+        built = searches.get((shape, subcategory))
+        if built is None:
+            criteria, relevance = search_criteria(_listings.c, shape)
+            by_relevance = Order([relevance, _listings.c.name.asc()])
+            by_relevance.text = "relevance"
+            built = (
+                (of_subcategory if subcategory else of_location).where(*criteria),
+                by_relevance,
+            )
+            searches[shape, subcategory] = built
+        return built
 
     # Built once (not for every request, with its cache key): the path's location, as much
     # of it as these reads use (its id and slug), with its stored counts of this kind, in
@@ -316,14 +327,16 @@ def listings_blueprint(
         revision=revision_of,
     )
     def search(args, location: Row, term: str):
-        found, relevance = search_criteria(model, checked_term(term))
-        stmt = filtered(location, args, *found)
+        shape, values = search_of(checked_term(term))
+        stmt, by_relevance = search_statement(shape, "subcategory" in args)
         return paginate(
             stmt,
             args,
-            default_order=[relevance, model.name],
+            default_order=by_relevance,
+            tiebreak=_listings.c.id,
             encoded=listings_output,
             count_with_page=True,
+            params={**values, "location_id": location.id, "subcategory": args.get("subcategory")},
         )
 
     @bp.post("/import")
