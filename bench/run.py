@@ -517,7 +517,7 @@ def run_wrk(
     return {"rps": rps, "p50": latency[50], "p99": latency[99]}
 
 
-def scenarios(service: str, bare: str, cookie: str) -> dict[str, tuple[str, dict]]:
+def scenarios(service: str, bare: str, cookie: str, writes: str) -> dict[str, tuple[str, dict]]:
     """Each scenario's URL and wrk options."""
     vote_script = OUT / "vote.lua"
     vote_script.write_text(
@@ -538,6 +538,9 @@ def scenarios(service: str, bare: str, cookie: str) -> dict[str, tuple[str, dict
         **{name: fresh(name, service) for name in FRESH},
         "revalidate_1k": (first, {"headers": (f"If-None-Match: {etag_of(first)}",)}),
         "me": (f"{service}/me/", {"headers": (f"Cookie: {cookie}",)}),
+        # The write anchor (bench/bare_write_app.py) stores the vote's body as one row,
+        # right before the vote in each round: the vote's second ratio is to it.
+        "bare_write": (f"{writes}/writes/", {"script": vote_script}),
         "vote": (f"{service}/locations/bench-100k/votes/submit/employer", {"script": vote_script}),
         "results_100k": (f"{service}/locations/bench-100k/votes/results", {}),
     }
@@ -595,14 +598,19 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
     exports = export_memory(url)
     moderation = bulk_moderation(url)
     env = limits_on(url, kind)
-    service_port, bare_port = free_port(), free_port()
+    service_port, bare_port, writes_port = free_port(), free_port(), free_port()
     service = start_gunicorn("wsgi:app", env, service_port, f"gunicorn-{kind}.log")
     bare = start_gunicorn("bench.bare_app:app", env, bare_port, f"gunicorn-bare-{kind}.log")
+    writes = start_gunicorn(
+        "bench.bare_write_app:app", env, writes_port, f"gunicorn-bare-write-{kind}.log"
+    )
     runs: dict[str, list[dict[str, float]]] = {}
     paired: dict[str, list[float]] = {}
     try:
-        service_url, bare_url = (f"http://127.0.0.1:{port}" for port in (service_port, bare_port))
-        cases = scenarios(service_url, bare_url, sign_in(service_port))
+        service_url, bare_url, writes_url = (
+            f"http://127.0.0.1:{port}" for port in (service_port, bare_port, writes_port)
+        )
+        cases = scenarios(service_url, bare_url, sign_in(service_port), writes_url)
         ceiling_url, _ = cases["bare_flask"]
         for target, options in cases.values():
             run_wrk(wrk, target, 2, **options)  # warm up
@@ -622,7 +630,7 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
                     flush=True,
                 )
     finally:
-        for server in (service, bare):
+        for server in (service, bare, writes):
             server.terminate()
             server.wait(timeout=30)
     summary = {
@@ -644,6 +652,13 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
             )
         }
         | {
+            # The vote's req/s to the write anchor's, run just before it in each round.
+            "vote/bare_write": median(
+                [
+                    v["rps"] / w["rps"]
+                    for v, w in zip(by_round["vote"], by_round["bare_write"], strict=True)
+                ]
+            ),
             "revalidate_1k/list_1k_fresh": median(
                 [
                     b["rps"] / a["rps"]  # time per request: 1 / req/s
@@ -651,7 +666,7 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
                         by_round["revalidate_1k"], by_round["list_1k_fresh"], strict=True
                     )
                 ]
-            )
+            ),
         },
         "queries": queries,
         "exports": exports,
@@ -664,29 +679,25 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
 TARGETS = [
     # "its work": a page by a URL not asked before; "asked again": answered from what the
     # process kept of its last answer (caching.py), after the one statement of its revision.
-    ("business list page (20 items), its work ÷ bare Flask, req/s", "list_1k_fresh", ">=", 0.5),
-    ("business list page (20 items), asked again ÷ bare Flask, req/s", "list_1k", ">=", 0.5),
-    ("`GET /regions/` ÷ bare Flask, req/s", "regions", ">=", 0.6),
+    ("business list page (20 items), its work ÷ bare Flask, req/s", "list_1k_fresh", ">=", 0.6),
+    ("business list page (20 items), asked again ÷ bare Flask, req/s", "list_1k", ">=", 0.6),
+    ("`GET /regions/` ÷ bare Flask, req/s", "regions", ">=", 0.7),
     (
         "deep page (page 2000 of 100k, from its remembered start) ÷ first page, their work, p50",
         "deep_100k_fresh/list_100k_fresh",
         "<=",
         1.3,
     ),
+    ("search at 100k, its work ÷ bare Flask, req/s", "search_100k_fresh", ">=", 0.3),
+    ("search at 100k, asked again ÷ bare Flask, req/s", "search_100k", ">=", 0.3),
+    ("signed-in `GET /me/` ÷ bare Flask, req/s", "me", ">=", 0.55),
+    ("vote submission (employer) ÷ bare Flask, req/s", "vote", ">=", 0.35),
     (
-        "search at 100k, its work ÷ bare Flask, req/s",
-        "search_100k_fresh",
+        "vote submission ÷ the write anchor (one row, one commit), req/s",
+        "vote/bare_write",
         ">=",
-        {"postgresql": 0.3, "sqlite": 0.2},
+        0.6,
     ),
-    (
-        "search at 100k, asked again ÷ bare Flask, req/s",
-        "search_100k",
-        ">=",
-        {"postgresql": 0.3, "sqlite": 0.2},
-    ),
-    ("signed-in `GET /me/` ÷ bare Flask, req/s", "me", ">=", 0.4),
-    ("vote submission (employer) ÷ bare Flask, req/s", "vote", ">=", 0.3),
     ("list at 100k ÷ at 1k, their work, p50", "list_100k_fresh/list_1k_fresh", "<=", 1.2),
     # The target is on what the app spends (instructions); wall time through gunicorn and
     # HTTP includes their fixed cost per request, the same for both.

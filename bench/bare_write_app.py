@@ -1,0 +1,56 @@
+"""The write anchor of issue 36: a separate, minimal Flask app that stores one row per
+request, beside bench/bare_app.py (which reads nothing).
+
+A vote writes, and bare Flask does not; this is what the vote is measured against as well:
+one JSON body read, one INSERT of one row into the same database (`DATABASE_URL`, the
+bench's), through the same driver (SQLAlchemy Core on psycopg or sqlite3, with the
+service's SQLite settings), one commit. No validation, no extensions, no hooks.
+"""
+
+import os
+import uuid
+from datetime import UTC, datetime
+
+from flask import Flask, jsonify, request
+from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, create_engine, event
+
+# The service's own spelling of the URL (psycopg 3 for postgresql://).
+from config import database_url
+
+writes = Table(
+    "bench_writes",
+    MetaData(),
+    Column("id", String(32), primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("body", Text, nullable=False),
+)
+
+
+def sqlite_settings(connection, _record) -> None:
+    """The service's SQLite settings (directory_api/__init__.py), so the two write alike."""
+    cursor = connection.cursor()
+    for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=5000"):
+        cursor.execute(f"PRAGMA {pragma}")
+    cursor.close()
+
+
+engine = create_engine(database_url(os.environ["DATABASE_URL"]))
+if engine.dialect.name == "sqlite":
+    event.listen(engine, "connect", sqlite_settings)
+writes.create(engine, checkfirst=True)
+INSERT = writes.insert()
+
+app = Flask(__name__)
+
+
+@app.post("/writes/")
+def write():
+    row = {"id": uuid.uuid4().hex, "created_at": datetime.now(UTC), "body": request.get_data()}
+    with engine.begin() as connection:  # one transaction, one commit
+        connection.execute(INSERT, {**row, "body": row["body"].decode()})
+    return jsonify({"id": row["id"]}), 201
+
+
+@app.get("/items/")
+def ready():  # what bench/run.py asks to know the server is up
+    return jsonify({"items": []})
