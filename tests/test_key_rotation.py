@@ -182,6 +182,15 @@ def test_the_secret_keys_hashes_are_retired_when_no_longer_wanted(app_factory, b
     )  # the check that it can fail: neither OLD nor the first PII_HASH_KEY matches
 
 
+def test_without_pii_hash_key_new_hashes_are_secret_keys_even_with_old_pii_keys(app_factory):
+    from directory_api.platform.crypto import derive_key
+
+    app = app_factory(SECRET_KEY=NEW, PII_HASH_OLD_KEYS=["a-retired-pii-key-" + "r" * 20])
+    current, *accepted = app.extensions["email_hash_keys"]
+    assert current == derive_key(NEW, "vote email hash")  # never a retired key's
+    assert len(accepted) == 1
+
+
 def test_a_weak_pii_hash_key_stops_production(app_factory):
     from config import SettingsError
 

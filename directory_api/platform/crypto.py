@@ -65,8 +65,9 @@ def init_keys(app: Flask) -> None:
     # Voters' address hashes: under PII_HASH_KEY when set, else SECRET_KEY. Those made
     # under PII_HASH_OLD_KEYS and the secret keys (before PII_HASH_KEY, or before a
     # rotation) still match, the latter until PII_HASH_MATCH_SECRET_KEYS is turned off.
-    hashing = [app.config.get("PII_HASH_KEY"), *(app.config.get("PII_HASH_OLD_KEYS") or [])]
-    if not hashing[0] or app.config.get("PII_HASH_MATCH_SECRET_KEYS", True):
+    own = app.config.get("PII_HASH_KEY")
+    hashing = [own or secrets[0], *(app.config.get("PII_HASH_OLD_KEYS") or [])]
+    if not own or app.config.get("PII_HASH_MATCH_SECRET_KEYS", True):
         hashing += secrets
     app.extensions["email_hash_keys"] = [
         derive_key(secret, "vote email hash") for secret in dict.fromkeys(hashing) if secret

@@ -144,6 +144,9 @@ def allowed_networks(app: Flask) -> tuple[Any, ...]:
     )
 
 
+WARNED_OF_PROXY = threading.Event()
+
+
 def address_allowed() -> bool:
     """Whether the client's address (after PROXY_FIX_X_FOR) is in METRICS_ALLOW.
 
@@ -151,10 +154,13 @@ def address_allowed() -> bool:
     is 0 shows the proxy's address, loopback behind nginx, whoever the client is: it is not
     let in by address (the token still is)."""
     if not current_app.config["PROXY_FIX_X_FOR"] and "X-Forwarded-For" in request.headers:
-        log.warning(
-            "GET /metrics came through a proxy (X-Forwarded-For) but PROXY_FIX_X_FOR is 0: "
-            "its address is the proxy's, so METRICS_ALLOW cannot admit it; set PROXY_FIX_X_FOR"
-        )
+        if not WARNED_OF_PROXY.is_set():  # once per process: anyone may send the header
+            WARNED_OF_PROXY.set()
+            log.warning(
+                "GET /metrics came through a proxy (X-Forwarded-For) but PROXY_FIX_X_FOR is "
+                "0: its address is the proxy's, so METRICS_ALLOW cannot admit it; set "
+                "PROXY_FIX_X_FOR"
+            )
         return False
     try:
         address = ipaddress.ip_address((request.remote_addr or "").split("%", 1)[0])

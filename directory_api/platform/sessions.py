@@ -209,7 +209,18 @@ class SessionLifetimeMixin:
             sealed = self._seal(store_id, moved)
             taken = self._move(earlier_id, stored, store_id, sealed, int(lifetime.total_seconds()))
             g.session_sid = sid
-            return data if taken else self._unseal(store_id, self._read(store_id))
+            return data if taken else self._moved_by_another(store_id)
+        return None
+
+    def _moved_by_another(self, store_id: str) -> dict | None:
+        """The session another request with this cookie has just moved (nothing, if it
+        signed out since). The file store writes it a moment after taking the old entry:
+        looked for a few times, for at most MOVE_WAIT seconds in all."""
+        for attempt in range(MOVE_LOOKS):
+            found = self._unseal(store_id, self._read(store_id))
+            if found is not None or attempt == MOVE_LOOKS - 1:
+                return found
+            time.sleep(MOVE_WAIT / MOVE_LOOKS)
         return None
 
     def _read(self, store_id: str) -> Any:
@@ -327,6 +338,9 @@ class RedisSessions(SessionLifetimeMixin, RedisSessionInterface):
     ) -> bool:
         return bool(self.client.eval(MOVE, 2, earlier_id, store_id, stored, value, seconds))
 
+
+# How long a request whose session another request moved looks for it where it went.
+MOVE_WAIT, MOVE_LOOKS = 0.05, 10
 
 # KEYS[1] to KEYS[2], as one step: only if KEYS[1] still holds what was read (ARGV[1]).
 MOVE = """

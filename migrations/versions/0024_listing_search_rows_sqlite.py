@@ -29,7 +29,10 @@ KEY_OF_OLD = "(SELECT fts_rowid FROM listings_fts_rows WHERE listing_id = old.id
 
 UPGRADE = [
     *(f"DROP TRIGGER IF EXISTS listings_fts_{trigger}" for trigger in TRIGGERS),
-    "DROP TABLE listings_fts",
+    # IF EXISTS throughout: SQLite's DDL here is not transactional, so a run that stopped
+    # partway is run again from the start.
+    "DROP TABLE IF EXISTS listings_fts",
+    "DROP TABLE IF EXISTS listings_fts_rows",
     "CREATE TABLE listings_fts_rows ("
     "fts_rowid INTEGER PRIMARY KEY, listing_id CHAR(32) NOT NULL UNIQUE)",
     "CREATE VIRTUAL TABLE listings_fts USING fts5(search_text, tokenize='trigram', detail=none)",
@@ -51,8 +54,8 @@ UPGRADE = [
 
 REMOVE = [
     *(f"DROP TRIGGER IF EXISTS listings_fts_{trigger}" for trigger in TRIGGERS),
-    "DROP TABLE listings_fts",
-    "DROP TABLE listings_fts_rows",
+    "DROP TABLE IF EXISTS listings_fts",
+    "DROP TABLE IF EXISTS listings_fts_rows",
 ]
 
 
