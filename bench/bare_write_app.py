@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime
 
 from flask import Flask, jsonify, request
-from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, create_engine, event
+from sqlalchemy import Column, DateTime, Engine, MetaData, String, Table, Text, create_engine, event
 
 # The service's own spelling of the URL (psycopg 3 for postgresql://).
 from config import database_url
@@ -34,10 +34,23 @@ def sqlite_settings(connection, _record) -> None:
     cursor.close()
 
 
-engine = create_engine(database_url(os.environ["DATABASE_URL"]))
-if engine.dialect.name == "sqlite":
-    event.listen(engine, "connect", sqlite_settings)
-writes.create(engine, checkfirst=True)
+def create_table(url: str) -> None:
+    """The anchor's table, made once before its workers start (two of them making it at
+    once would race: one fails to boot)."""
+    maker = create_engine(database_url(url))
+    writes.create(maker, checkfirst=True)
+    maker.dispose()
+
+
+def engine_for(url: str) -> Engine:
+    made = create_engine(database_url(url))
+    if made.dialect.name == "sqlite":
+        event.listen(made, "connect", sqlite_settings)
+    return made
+
+
+# In the app's own process (gunicorn's workers, the instruction counter): its database.
+engine = engine_for(os.environ["DATABASE_URL"]) if "DATABASE_URL" in os.environ else None
 INSERT = writes.insert()
 
 app = Flask(__name__)

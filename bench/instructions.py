@@ -19,6 +19,7 @@ import argparse
 import ctypes
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -117,7 +118,9 @@ def drive(requests: int, names: list[str]) -> None:
     anchors = {"bare_flask": call_bare}
     if "bare_write" in names:  # it makes its table: only when asked for
         from bench.bare_write_app import app as bare_write
+        from bench.bare_write_app import create_table
 
+        create_table(os.environ["DATABASE_URL"])
         anchors["bare_write"] = Caller(bare_write.wsgi_app)
 
     status, headers, _ = call_service(

@@ -5,9 +5,10 @@
 For each database it seeds (once, kept; `--reseed`) a location with 1k and one with 100k
 businesses and 100k employer votes (on PostgreSQL also eight more of 100k, 1M in all),
 starts the service under gunicorn in production settings with rate limits on, and beside
-it the separate bare Flask app of bench/bare_app.py under the same gunicorn settings, then
-loads each scenario with wrk from a second process over loopback, in rounds of A/B pairs
-(the bare app, then the scenario). Writes bench/RESULTS.md: ratios to the bare app and
+it the separate bare Flask app of bench/bare_app.py under the same gunicorn settings, the
+write anchor of bench/bare_write_app.py and PocketBase (bench/pocketbase.py), then loads
+each scenario with wrk from a second process over loopback, in rounds of A/B pairs (the
+bare app, then the scenario). Writes bench/RESULTS.md: ratios to the bare app and
 between scenarios, each the median over the rounds, because absolute numbers drift on a
 small shared machine; and the table of bench/INSTRUCTIONS.md (`make bench-instructions`).
 """
@@ -30,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 sys.path.insert(0, str(ROOT))
+from bench import pocketbase  # after the path: it runs as a script
 
 # Where bench databases are created (a database of that server that always exists).
 PG_ADMIN = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1/postgres")
@@ -517,7 +519,9 @@ def run_wrk(
     return {"rps": rps, "p50": latency[50], "p99": latency[99]}
 
 
-def scenarios(service: str, bare: str, cookie: str, writes: str) -> dict[str, tuple[str, dict]]:
+def scenarios(
+    service: str, bare: str, cookie: str, writes: str, peer: str
+) -> dict[str, tuple[str, dict]]:
     """Each scenario's URL and wrk options."""
     vote_script = OUT / "vote.lua"
     vote_script.write_text(
@@ -536,6 +540,9 @@ def scenarios(service: str, bare: str, cookie: str, writes: str) -> dict[str, tu
         # The pages above asked again are answered from what each process kept
         # (caching.py); these are the same pages by URLs not asked before: their work.
         **{name: fresh(name, service) for name in FRESH},
+        # PocketBase's page of the same 1,000 businesses (bench/pocketbase.py), right after
+        # the service's fresh list page in each round: PocketBase keeps no answers.
+        "pocketbase_list": (f"{peer}{pocketbase.LIST}", {}),
         "revalidate_1k": (first, {"headers": (f"If-None-Match: {etag_of(first)}",)}),
         "me": (f"{service}/me/", {"headers": (f"Cookie: {cookie}",)}),
         # The write anchor (bench/bare_write_app.py) stores the vote's body as one row,
@@ -598,19 +605,24 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
     exports = export_memory(url)
     moderation = bulk_moderation(url)
     env = limits_on(url, kind)
-    service_port, bare_port, writes_port = free_port(), free_port(), free_port()
+    service_port, bare_port, writes_port, peer_port = (free_port() for _ in range(4))
+    peer = pocketbase.start(peer_port, f"pocketbase-{kind}.log")
+    pocketbase.seed(f"http://127.0.0.1:{peer_port}", pocketbase.bench_names())
     service = start_gunicorn("wsgi:app", env, service_port, f"gunicorn-{kind}.log")
     bare = start_gunicorn("bench.bare_app:app", env, bare_port, f"gunicorn-bare-{kind}.log")
+    from bench.bare_write_app import create_table
+
+    create_table(url)
     writes = start_gunicorn(
         "bench.bare_write_app:app", env, writes_port, f"gunicorn-bare-write-{kind}.log"
     )
     runs: dict[str, list[dict[str, float]]] = {}
     paired: dict[str, list[float]] = {}
     try:
-        service_url, bare_url, writes_url = (
-            f"http://127.0.0.1:{port}" for port in (service_port, bare_port, writes_port)
+        service_url, bare_url, writes_url, peer_url = (
+            f"http://127.0.0.1:{port}" for port in (service_port, bare_port, writes_port, peer_port)
         )
-        cases = scenarios(service_url, bare_url, sign_in(service_port), writes_url)
+        cases = scenarios(service_url, bare_url, sign_in(service_port), writes_url, peer_url)
         ceiling_url, _ = cases["bare_flask"]
         for target, options in cases.values():
             run_wrk(wrk, target, 2, **options)  # warm up
@@ -630,7 +642,7 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
                     flush=True,
                 )
     finally:
-        for server in (service, bare, writes):
+        for server in (service, bare, writes, peer):
             server.terminate()
             server.wait(timeout=30)
     summary = {
@@ -652,6 +664,15 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
             )
         }
         | {
+            # The fresh list page's req/s to PocketBase's, in the same round.
+            "list_1k_fresh/pocketbase_list": median(
+                [
+                    s["rps"] / p["rps"]
+                    for s, p in zip(
+                        by_round["list_1k_fresh"], by_round["pocketbase_list"], strict=True
+                    )
+                ]
+            ),
             # The vote's req/s to the write anchor's, run just before it in each round.
             "vote/bare_write": median(
                 [
@@ -692,6 +713,12 @@ TARGETS = [
     ("search at 100k, asked again ÷ bare Flask, req/s", "search_100k", ">=", 0.3),
     ("signed-in `GET /me/` ÷ bare Flask, req/s", "me", ">=", 0.55),
     ("vote submission (employer) ÷ bare Flask, req/s", "vote", ">=", 0.35),
+    (
+        "fresh list page (1k, 20 by name, with the total) ÷ PocketBase's, req/s",
+        "list_1k_fresh/pocketbase_list",
+        ">=",
+        1.0,
+    ),
     (
         "vote submission ÷ the write anchor (one row, one commit), req/s",
         "vote/bare_write",
