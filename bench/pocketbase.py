@@ -69,7 +69,16 @@ def start(port: int, log_name: str) -> subprocess.Popen:
     )
     log = (OUT / log_name).open("w")
     process = subprocess.Popen(
-        [pocketbase, "serve", f"--http=127.0.0.1:{port}", f"--dir={data}"],
+        [
+            pocketbase,
+            "serve",
+            f"--http=127.0.0.1:{port}",
+            f"--dir={data}",
+            # No migration files written beside the data (the next run would replay them).
+            "--automigrate=false",
+            f"--migrationsDir={data / 'migrations'}",
+            f"--hooksDir={data / 'hooks'}",
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
     )

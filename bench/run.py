@@ -607,7 +607,6 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
     env = limits_on(url, kind)
     service_port, bare_port, writes_port, peer_port = (free_port() for _ in range(4))
     peer = pocketbase.start(peer_port, f"pocketbase-{kind}.log")
-    pocketbase.seed(f"http://127.0.0.1:{peer_port}", pocketbase.bench_names())
     service = start_gunicorn("wsgi:app", env, service_port, f"gunicorn-{kind}.log")
     bare = start_gunicorn("bench.bare_app:app", env, bare_port, f"gunicorn-bare-{kind}.log")
     from bench.bare_write_app import create_table
@@ -619,6 +618,7 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
     runs: dict[str, list[dict[str, float]]] = {}
     paired: dict[str, list[float]] = {}
     try:
+        pocketbase.seed(f"http://127.0.0.1:{peer_port}", pocketbase.bench_names())
         service_url, bare_url, writes_url, peer_url = (
             f"http://127.0.0.1:{port}" for port in (service_port, bare_port, writes_port, peer_port)
         )
