@@ -216,14 +216,15 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 POOL_MODES = ("session", "transaction")  # how PostgreSQL connections are pooled (PgBouncer)
 
 
-def env_list(name: str) -> list[str]:
-    return [item.strip().rstrip("/") for item in (env(name) or "").split(",") if item.strip()]
-
-
 def env_secrets(name: str) -> tuple[str, ...]:
     """Comma-separated secrets, each as written but for surrounding spaces (a base64 key
     may end in "/", which a list of URLs would lose)."""
     return tuple(item.strip() for item in (env(name) or "").split(",") if item.strip())
+
+
+def env_list(name: str) -> list[str]:
+    """Comma-separated URLs, origins or networks, without a trailing "/"."""
+    return [item.rstrip("/") for item in env_secrets(name)]
 
 
 # Unset (None), these follow the profile: on in production, off elsewhere.

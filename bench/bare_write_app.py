@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 from flask import Flask, jsonify, request
 from sqlalchemy import Column, DateTime, Engine, MetaData, String, Table, Text, create_engine, event
 
-# The service's own spelling of the URL (psycopg 3 for postgresql://).
+# The service's own spelling of the URL (psycopg 3 for postgresql://) and SQLite settings.
 from config import database_url
+from directory_api import _sqlite_pragmas as sqlite_pragmas
 
 writes = Table(
     "bench_writes",
@@ -24,14 +25,6 @@ writes = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("body", Text, nullable=False),
 )
-
-
-def sqlite_settings(connection, _record) -> None:
-    """The service's SQLite settings (directory_api/__init__.py), so the two write alike."""
-    cursor = connection.cursor()
-    for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=5000"):
-        cursor.execute(f"PRAGMA {pragma}")
-    cursor.close()
 
 
 def create_table(url: str) -> None:
@@ -45,7 +38,7 @@ def create_table(url: str) -> None:
 def engine_for(url: str) -> Engine:
     made = create_engine(database_url(url))
     if made.dialect.name == "sqlite":
-        event.listen(made, "connect", sqlite_settings)
+        event.listen(made, "connect", sqlite_pragmas)  # the service's own, so both write alike
     return made
 
 

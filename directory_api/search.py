@@ -76,6 +76,7 @@ def escape_like(text: str) -> str:
 # How many listings' texts tell how common each trigram is, how long a process trusts what
 # they told, and above what share of texts a trigram narrows too little to ask the index.
 SAMPLE_ROWS, SAMPLE_SECONDS, BROAD = 1000, 600.0, 0.25
+SHARES = "search_trigram_shares"  # the app's TrigramShares, in app.extensions
 
 
 class TrigramShares:
@@ -104,7 +105,7 @@ class TrigramShares:
 
     @staticmethod
     def sample() -> dict[str, float]:
-        top = db.session.scalar(text("SELECT max(fts_rowid) FROM listings_fts_rows")) or 0
+        top = db.session.scalar(TOP) or 0
         keys = random.sample(range(1, top + 1), min(top, SAMPLE_ROWS))
         texts = db.session.scalars(SAMPLED, {"keys": keys}).all()
         counts = Counter(gram for found in texts for gram in set(trigrams(found or "")))
@@ -135,13 +136,15 @@ def index_query(words: list[str], shares: dict[str, float]) -> str | None:
     )
 
 
-SAMPLED = text("SELECT search_text FROM listings_fts WHERE rowid IN :keys").bindparams(
+_FTS = SQLITE_SEARCH_TABLE
+TOP = text(f"SELECT max(fts_rowid) FROM {_FTS}_rows")  # noqa: S608 (our own names)
+SAMPLED = text(f"SELECT search_text FROM {_FTS} WHERE rowid IN :keys").bindparams(  # noqa: S608
     bindparam("keys", expanding=True)
 )
 # The listings whose search text holds every trigram asked for (migration 0024's tables).
 INDEXED = text(
-    "SELECT listing_id FROM listings_fts_rows WHERE fts_rowid IN "
-    "(SELECT rowid FROM listings_fts WHERE listings_fts MATCH :trigrams)"
+    f"SELECT listing_id FROM {_FTS}_rows WHERE fts_rowid IN "  # noqa: S608 (our own names)
+    f"(SELECT rowid FROM {_FTS} WHERE {_FTS} MATCH :trigrams)"
 ).columns(column("listing_id"))
 
 
@@ -152,7 +155,9 @@ def index_trigrams(words: list[str]) -> str | None:
     directly."""
     if db.session.get_bind().dialect.name != "sqlite":
         return None
-    shares = current_app.extensions.setdefault("search_trigram_shares", TrigramShares())
+    shares = current_app.extensions.get(SHARES) or current_app.extensions.setdefault(
+        SHARES, TrigramShares()
+    )  # made once per app, not for every search
     return index_query(words, shares())
 
 

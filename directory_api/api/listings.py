@@ -4,6 +4,7 @@ Anyone reads and searches; the location's owners and admins (and supers) write. 
 DELETE name their target in the body by `id` or current `slug`.
 """
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -220,22 +221,15 @@ def listings_blueprint(
         _categories.c.slug == bindparam("subcategory")  # joined already: its slug
     )
 
-    # Searches, built once per shape (search.search_criteria) and list: the statement, and
-    # the order by relevance (named, so that its pages' statements are kept too).
-    searches: dict[tuple[tuple[int, bool], bool], tuple[Select, Order]] = {}
-
+    # Searches, built once per shape (search.search_criteria: at most 50 words, indexed or
+    # not) and list: the statement, and the order by relevance (named, so that its pages'
+    # statements are kept too).
+    @functools.cache
     def search_statement(shape: tuple[int, bool], subcategory: bool) -> tuple[Select, Order]:
-        built = searches.get((shape, subcategory))
-        if built is None:
-            criteria, relevance = search_criteria(_listings.c, shape)
-            by_relevance = Order([relevance, _listings.c.name.asc()])
-            by_relevance.text = "relevance"
-            built = (
-                (of_subcategory if subcategory else of_location).where(*criteria),
-                by_relevance,
-            )
-            searches[shape, subcategory] = built
-        return built
+        criteria, relevance = search_criteria(_listings.c, shape)
+        by_relevance = Order([relevance, _listings.c.name.asc()])
+        by_relevance.text = "relevance"
+        return (of_subcategory if subcategory else of_location).where(*criteria), by_relevance
 
     # Built once (not for every request, with its cache key): the path's location, as much
     # of it as these reads use (its id and slug), with its stored counts of this kind, in
