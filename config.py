@@ -307,6 +307,10 @@ class Config:
     RATELIMIT_TOKENS_PER_IP = env_rate_limit("RATELIMIT_TOKENS_PER_IP", "20/hour")
     RATELIMIT_VOTES_PER_IP = env_rate_limit("RATELIMIT_VOTES_PER_IP", "10/hour")
     RATELIMIT_EXPORTS_PER_IP = env_rate_limit("RATELIMIT_EXPORTS_PER_IP", "30/hour")
+    # A search that reads at least RATELIMIT_BROAD_SEARCH_ROWS listings (its matches, or
+    # every listing of the location where no word narrows) spends this allowance.
+    RATELIMIT_BROAD_SEARCHES_PER_IP = env_rate_limit("RATELIMIT_BROAD_SEARCHES_PER_IP", "30/minute")
+    RATELIMIT_BROAD_SEARCH_ROWS = env_int("RATELIMIT_BROAD_SEARCH_ROWS", 10_000)
     RATELIMIT_WEBHOOK_SENDS_PER_ACCOUNT = env_rate_limit(
         "RATELIMIT_WEBHOOK_SENDS_PER_ACCOUNT", "30/hour"
     )

@@ -151,10 +151,7 @@ INDEXED = text(
 def index_trigrams(words: list[str]) -> str | None:
     """On SQLite, what to ask the FTS5 trigram index for, to narrow first (migrations 0003,
     0024); None where there is nothing to ask (words under three characters are left to
-    the LIKE filters alone), and on PostgreSQL, whose trigram index serves the LIKE filters
-    directly."""
-    if db.session.get_bind().dialect.name != "sqlite":
-        return None
+    the LIKE filters alone). PostgreSQL's trigram index serves the LIKE filters directly."""
     shares = current_app.extensions.get(SHARES) or current_app.extensions.setdefault(
         SHARES, TrigramShares()
     )  # made once per app, not for every search
@@ -189,10 +186,12 @@ def checked_term(term: str) -> str:
 
 class Search(NamedTuple):
     """A term as the statements built once take it (`search_criteria`): their shape (how
-    many words, whether the index narrows first) and the values they bind."""
+    many words, whether the index narrows first) and the values they bind; and whether an
+    index narrows the rows read to about the hits (`rows_read`)."""
 
     shape: tuple[int, bool]
     values: dict[str, str]
+    narrowed: bool
 
 
 def search_of(term: str) -> Search:
@@ -201,10 +200,20 @@ def search_of(term: str) -> Search:
     whole = escape_like(folded)
     values = {f"search_word_{n}": f"%{escape_like(word)}%" for n, word in enumerate(words)}
     values |= {"search_term": folded, "search_start": f"{whole}%", "search_within": f"%{whole}%"}
-    trigrams = index_trigrams(words)
+    sqlite = db.session.get_bind().dialect.name == "sqlite"
+    trigrams = index_trigrams(words) if sqlite else None
     if trigrams is not None:
         values["trigrams"] = trigrams
-    return Search((len(words), trigrams is not None), values)
+    # PostgreSQL's trigram index serves a word of three characters or more.
+    narrowed = trigrams is not None if sqlite else any(len(word) >= 3 for word in words)
+    return Search((len(words), trigrams is not None), values, narrowed)
+
+
+def rows_read(search: Search, hits: int, listed: int) -> int:
+    """About how many listings a search read: its hits where an index narrowed to them
+    (every hit is read, to count and rank it), else every one `listed` at the location
+    (each word checked in place: a word too short for the index, or one most texts hold)."""
+    return hits if search.narrowed else listed
 
 
 def search_criteria(

@@ -688,6 +688,59 @@ def test_search_follows_renames_and_deletes(clients, world, kind):
     assert names(search(client, kind, "harbour diner")) == []
 
 
+def test_searches_that_read_many_listings_spend_an_allowance_per_address(app_factory):
+    """A search for a word most of a large location's listings hold reads them all; anyone
+    could send one after another, spelt anew past the kept answers. Those (and only those)
+    spend RATELIMIT_BROAD_SEARCHES_PER_IP."""
+    app = app_factory(RATELIMIT_BROAD_SEARCHES_PER_IP="2/minute", RATELIMIT_BROAD_SEARCH_ROWS=10)
+    with app.app_context():
+        location = make_location("big")
+        for number in range(12):
+            make_listing("business", location, f"shop-{number}", name=f"Shop {number}")
+        make_listing("business", location, "mill", name="Mill")
+    client = app.test_client()
+    path = "/locations/big/businesses/search/"
+
+    for per_page in range(1, 5):  # one hit: no allowance spent (each a URL not kept)
+        narrow = client.get(path + f"mill?perPage={per_page}")
+        assert [item["slug"] for item in narrow.get_json()["items"]] == ["mill"]
+        assert narrow.headers["X-RateLimit-Remaining"] == "2"
+    first = client.get(path + "shop")  # 12 hits of 13
+    assert first.status_code == 200
+    assert first.get_json()["total"] == 12
+    assert client.get(path + "shop?page=2").status_code == 200
+    # The answer this process kept: no work, nothing spent, past the allowance too.
+    again = client.get(path + "shop")
+    assert (again.status_code, again.data) == (200, first.data)
+    # Spent: the next search waits, whatever it would cost (that is known after the work).
+    limited = client.get(path + "mill%20x")
+    problem = assert_problem(limited, 429)
+    assert "searches that read many listings from one address" in problem["detail"]
+    assert int(limited.headers["Retry-After"]) > 0
+
+    # Words too short for an index are looked for in every listing of the location: a
+    # search with no hit still read all 13.
+    elsewhere = {"REMOTE_ADDR": "10.9.8.7"}
+    assert client.get(path + "zq", environ_base=elsewhere).get_json()["total"] == 0
+    assert client.get(path + "q%20z", environ_base=elsewhere).get_json()["total"] == 0
+    assert_problem(client.get(path + "mill", environ_base=elsewhere), 429)
+    assert client.get(path + "mill", environ_base={"REMOTE_ADDR": "10.9.8.8"}).status_code == 200
+
+
+def test_a_small_location_never_spends_the_broad_search_allowance(app_factory):
+    app = app_factory(RATELIMIT_BROAD_SEARCHES_PER_IP="1/minute")  # 10,000 listings read
+    with app.app_context():
+        location = make_location("small")
+        for number in range(3):
+            make_listing("business", location, f"shop-{number}", name=f"Shop {number}")
+    client = app.test_client()
+    statuses = {
+        client.get(f"/locations/small/businesses/search/{term}").status_code
+        for term in ("shop", "sh", "op", "hop", "shop 1", "shop 2")
+    }
+    assert statuses == {200}
+
+
 # Deep pages start where the process saw them start (issue 19) --------------------------------
 
 

@@ -8,7 +8,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint, g
+from flask import Blueprint, current_app, g
 from marshmallow import ValidationError
 from sqlalchemy import Row, Select, bindparam, select
 from sqlalchemy.orm import joinedload, selectinload
@@ -33,7 +33,7 @@ from ..platform.csv_export import columns, csv_response
 from ..platform.csv_import import read_rows, row_key
 from ..platform.errors import APIError, abort, invalid
 from ..platform.extensions import db
-from ..platform.limits import exports_per_ip
+from ..platform.limits import costly_reads_per_ip, exports_per_ip, read_was_costly
 from ..platform.output import schema_instance
 from ..platform.page_queries import every_cell_row, paginate
 from ..platform.pagination import Order, sort_fields
@@ -46,7 +46,7 @@ from ..schemas.listings import (
     ListingOut,
     ListingUpdate,
 )
-from ..search import TERM_SCHEMA, checked_term, search_criteria, search_of
+from ..search import TERM_SCHEMA, checked_term, rows_read, search_criteria, search_of
 from .changes import apply_changes, create_named, delete_unused, update_named
 from .lookups import by_slug_or_422, find_target, get_or_404, id_by_slug, named_by_path
 
@@ -317,21 +317,30 @@ def listings_blueprint(
         query=search_args,
         paged=True,
         path={"term": TERM_SCHEMA},
+        limits=(costly_reads_per_ip,),
         locate=locate_with_counts,
         revision=revision_of,
     )
     def search(args, location: Row, term: str):
-        shape, values = search_of(checked_term(term))
-        stmt, by_relevance = search_statement(shape, "subcategory" in args)
-        return paginate(
+        found = search_of(checked_term(term))
+        stmt, by_relevance = search_statement(found.shape, "subcategory" in args)
+        page = paginate(
             stmt,
             args,
             default_order=by_relevance,
             tiebreak=_listings.c.id,
             encoded=listings_output,
             count_with_page=True,
-            params={**values, "location_id": location.id, "subcategory": args.get("subcategory")},
+            params={
+                **found.values,
+                "location_id": location.id,
+                "subcategory": args.get("subcategory"),
+            },
         )
+        broad = current_app.config["RATELIMIT_BROAD_SEARCH_ROWS"]
+        if rows_read(found, page.total, g.listing_counts[0]) >= broad:
+            read_was_costly()
+        return page
 
     @bp.post("/import")
     @endpoint(

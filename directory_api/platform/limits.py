@@ -106,6 +106,26 @@ webhook_sends_per_account = shared(
 # Every CSV export (businesses, employers, votes) shares one allowance per client IP.
 exports_per_ip = shared("RATELIMIT_EXPORTS_PER_IP", "exports", "exports from one address")
 
+# A read whose work grows with what it reads (a search for a word most of a large
+# location's listings hold reads them all to count and rank them): anyone may send one,
+# spelt anew each time past the answers kept. Such reads, and only those, spend one
+# allowance per client IP; the view says so once its work is done (`read_was_costly`).
+# Once it is spent, that address's reads of the kind wait, cheap or not: the cost is known
+# only after the work. An answer kept by the process (caching.py) spends nothing.
+COSTLY_READ = "costly_read"
+
+
+def read_was_costly() -> None:
+    g.setdefault(COSTLY_READ, True)
+
+
+costly_reads_per_ip = shared(
+    "RATELIMIT_BROAD_SEARCHES_PER_IP",
+    "broad-searches",
+    "searches that read many listings from one address",
+    deduct_when=lambda response: response.status_code < 400 and COSTLY_READ in g,
+)
+
 
 def in_words(seconds: float) -> str:
     """A wait or a period as a client would say it: 40 seconds, 37 minutes, 2 hours, 1 day
