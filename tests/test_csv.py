@@ -521,7 +521,8 @@ def test_an_export_answered_otherwise_after_its_view_gives_its_slot_back(app_fac
 
 
 TRICKY = ["=1+2", "'=Quoted", "''=Twice", "'Plain", "-5", "+44 1", "@me", "a,b", 'say "hi"',
-          "two\nlines", "Zürich ☕", "'", "", None]  # fmt: skip
+          "two\nlines", "cr\ronly", "crlf\r\nend", "tab\there", "Zürich ☕", "'", "",
+          None]  # fmt: skip
 
 
 def test_the_database_writes_every_cell_as_the_dump_would(client, app):
@@ -545,7 +546,11 @@ def test_the_database_writes_every_cell_as_the_dump_would(client, app):
             branch=text,
             address=text,
             subcategory=cafes if number % 2 else None,
-            socials=[(mastodon, f"https://m.example/@{number}"), (instagram, "https://i.example/x")]
+            # A link may hold a comma: its cell is quoted as a whole.
+            socials=[
+                (mastodon, f"https://m.example/@{number},a"),
+                (instagram, "https://i.example/x"),
+            ]
             if number % 3
             else [],
         )
@@ -558,7 +563,13 @@ def test_the_database_writes_every_cell_as_the_dump_would(client, app):
     assert exported.get_data() == expected
     rows = parse(exported)
     assert [row["description"] for row in rows[:4]] == ["'=1+2", "''=Quoted", "'''=Twice", "'Plain"]
-    assert rows[1]["socials"] == "mastodon:https://m.example/@1 instagram:https://i.example/x"
+    assert rows[1]["socials"] == "mastodon:https://m.example/@1,a instagram:https://i.example/x"
+    assert [row["branch"] for row in rows[9:13]] == [
+        "two\nlines",
+        "cr\ronly",
+        "crlf\r\nend",
+        "tab\there",
+    ]
 
 
 def test_the_export_reads_what_the_list_page_does():

@@ -35,9 +35,10 @@ from ..platform.errors import APIError, abort, invalid
 from ..platform.extensions import db
 from ..platform.limits import costly_reads_per_ip, exports_per_ip, read_was_costly
 from ..platform.output import schema_instance
-from ..platform.page_queries import every_cell_row, paginate
+from ..platform.page_queries import every_line, paginate
 from ..platform.pagination import Order, sort_fields
 from ..platform.slugs import derive_slug, slugs_in_use
+from ..platform.sql import csv_lines_of
 from ..schemas.base import TargetSchema
 from ..schemas.common import ImportArgs, ImportOut
 from ..schemas.listings import (
@@ -298,11 +299,11 @@ def listings_blueprint(
     )
     def export_listings(args, location: Row):  # locate_with_counts: its id and slug
         stmt = export_of_subcategory if "subcategory" in args else export_of_location
-        rows = every_cell_row(
-            stmt.order_by(*args["sort"], _listings.c.id.asc()),
+        lines = every_line(
+            csv_lines_of(stmt.order_by(*args["sort"], _listings.c.id.asc())),
             {"location_id": location.id, "subcategory": args.get("subcategory")},
         )
-        return csv_response(ListingOut, rows, f"{location.slug}-{plural}.csv", cells=True)
+        return csv_response(ListingOut, lines, f"{location.slug}-{plural}.csv", lines=True)
 
     @bp.get("/slug/<slug:item_slug>", endpoint="get_by_slug")
     @bp.get("/id/<uuid:item_id>", endpoint="get_by_id")

@@ -1,9 +1,10 @@
 """CSV export (API.md 11): every row a list's filters and sort select, streamed.
 
 The columns are the output schema's JSON field names, in its order; a row is the item as
-the JSON list shows it, so the two never disagree. A listing export's cells are written by
-the database (`sql.csv_cells`, the schema's fields as SQL) and go to the CSV writer as they
-come from one streaming statement (`page_queries.every_cell_row`); the votes export's rows
+the JSON list shows it, so the two never disagree. A listing export's lines are written by
+the database (`sql.csv_cells`, the schema's fields as SQL, quoted and joined by
+`sql.csv_lines_of`) and go out as they come from one streaming statement
+(`page_queries.every_line`); the votes export's rows
 are dumped by the same schema as the list and written here (`cell`), batch by batch
 (`page_queries.every_row`): either way memory stays flat whatever the number of rows, and
 a test holds the two spellings to the same bytes. A cell that a spreadsheet would take for
@@ -63,19 +64,20 @@ def cell(value: Any) -> str:
 
 
 def csv_lines(
-    schema: type[Schema], batches: Iterable[Sequence[Any]], *, cells: bool = False
+    schema: type[Schema], batches: Iterable[Sequence[Any]], *, lines: bool = False
 ) -> Iterator[bytes]:
     """The CSV text, UTF-8 encoded, in chunks of about FLUSH_AT characters (the response
     passes them straight to the server, and WSGI servers take bytes only). The rows are
-    objects `schema` dumps, or (`cells`) their cells already, as `sql.csv_cells` writes them."""
+    objects `schema` dumps, or (`lines`) their CSV lines already, as `sql.csv_lines_of`
+    writes them."""
     header = columns(schema_instance(schema))
     many = schema_instance(schema, many=True)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(header)
     for batch in batches:
-        if cells:
-            writer.writerows(batch)
+        if lines:
+            buffer.write("".join(batch))
         else:
             for item in dumped(batch, many, encode=False):
                 writer.writerow([cell(item.get(name)) for name in header])
@@ -87,12 +89,12 @@ def csv_lines(
 
 
 def csv_response(
-    schema: type[Schema], batches: Iterable[Sequence[Any]], filename: str, *, cells: bool = False
+    schema: type[Schema], batches: Iterable[Sequence[Any]], filename: str, *, lines: bool = False
 ) -> Response:
     """A streamed `text/csv; charset=utf-8` answer of the rows in `batches` dumped with
-    `schema` (or their `cells`, `csv_lines`), offered for download as `filename`."""
+    `schema` (or their `lines`, `csv_lines`), offered for download as `filename`."""
     response = Response(
-        stream_with_context(csv_lines(schema, batches, cells=cells)),
+        stream_with_context(csv_lines(schema, batches, lines=lines)),
         mimetype="text/csv",
         direct_passthrough=True,
     )

@@ -309,10 +309,12 @@ def every_row(
         yield load_rows(rows, {"page_ids": list(chunk)}, False)
 
 
-def every_cell_row(
+def every_line(
     stmt: Select, params: Mapping[str, Any], *, batch: int = 500
-) -> Iterator[Sequence[Any]]:
-    """Every row of `stmt` (SQL alone: its rows as they come, `sql.csv_cells`), batch by
-    batch from one statement whose rows stream (a server-side cursor on PostgreSQL), so an
-    export's memory stays flat whatever its number of rows."""
-    yield from db.session.execute(stmt.execution_options(yield_per=batch), params).partitions()
+) -> Iterator[Sequence[str]]:
+    """Every text `stmt` selects (a CSV line each: `sql.csv_lines_of`), batch by batch from
+    one statement whose rows stream (a server-side cursor on PostgreSQL), so an export's
+    memory stays flat whatever its number of rows."""
+    yield from (
+        db.session.execute(stmt.execution_options(yield_per=batch), params).scalars().partitions()
+    )

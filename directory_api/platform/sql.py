@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from marshmallow import Schema, fields, missing
-from sqlalchemy import Table, cast, literal_column
+from sqlalchemy import Cast, Select, Table, cast, func, literal_column, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.sql.visitors import iterate
@@ -271,6 +271,54 @@ def csv_cells(schema: Schema, sources: Mapping[str, Any]) -> list[Any]:
             text = formula_guarded(text)
         cells.append(text.label(field.data_key or name))
     return cells
+
+
+# CSV quoting as the csv module's QUOTE_MINIMAL writes it (`csv_export.csv_lines`: a comma
+# between cells, lines ended by CRLF): a text holding a comma, a quote, CR or LF is quoted,
+# its quotes doubled; NULL is an empty cell. One pass over the text to test it (a regular
+# expression, a GLOB), a copy only for the few that need quotes.
+@spelled(
+    """CASE WHEN {0} ~ '[",\\r\\n]' THEN '"' || replace({0}, '"', '""') || '"'"""
+    " ELSE COALESCE({0}, '') END",
+    """CASE WHEN {0} GLOB '*[",' || char(13, 10) || ']*' THEN '"' || replace({0}, '"', '""')"""
+    """ || '"' ELSE ifnull({0}, '') END""",
+)
+class csv_quoted(FunctionElement):
+    type = String()
+    inherit_cache = True
+
+
+@spelled("E'\\r\\n'", "char(13, 10)")
+class crlf(FunctionElement):
+    """The end of a CSV line."""
+
+    type = String()
+    inherit_cache = True
+
+
+# Cells that hold no comma, quote or line break whatever the row (`csv_cells` writes them).
+UNQUOTED_CELLS = (uuid_text, timestamp_text, Cast)
+
+
+def csv_lines_of(rows: Select) -> Select:
+    """Each row of `rows` (a SELECT of `csv_cells`, in its order) as its whole CSV line,
+    CRLF included, as the csv module writes it: the client reads one text per row, not
+    one per cell, and writes the lines as they come.
+
+    The rows are a subquery with OFFSET 0, which neither database merges into the line's
+    statement (each cell's expression, a subquery among them, would run once per mention
+    in its quoting) and both read in its own order, as it streams."""
+    cells = rows.offset(0).subquery()
+    texts = []
+    for label, column in zip(rows.selected_columns, cells.c, strict=True):
+        plain = isinstance(getattr(label, "element", None), UNQUOTED_CELLS)
+        texts.append(func.coalesce(column, "") if plain else csv_quoted(column))
+    if len(texts) < 2:  # the csv module quotes a row's only cell when it is empty
+        raise TypeError("a CSV line of one cell is the csv module's to write")
+    line = texts[0]
+    for text in texts[1:]:
+        line = line + literal_column("','") + text
+    return select(line + crlf())
 
 
 def tables_read(statement: Any) -> frozenset[Table]:
