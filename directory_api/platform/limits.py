@@ -79,6 +79,12 @@ token_endpoints = shared(
 votes_per_ip = shared("RATELIMIT_VOTES_PER_IP", "votes", "votes from one address")
 
 
+def accepted(response: Response) -> bool:
+    """Whether a deferred limit counts this request (`deduct_when`): what was refused
+    (404, 409, 422, …) did nothing to count."""
+    return response.status_code < 400
+
+
 def path_location() -> str:
     """Key: the location the path names (by its slug), whoever asks."""
     return "location:" + str((request.view_args or {}).get("slug"))
@@ -93,15 +99,17 @@ votes_per_location = shared(
     "votes-location",
     "votes to one location",
     key_func=path_location,
-    deduct_when=lambda response: response.status_code < 400,
+    deduct_when=accepted,
 )
 # A test event and a redelivery send to a receiver on demand: one allowance per account
 # for both, so a subscription's manager cannot make the service flood the URL they chose.
+# Those queued count; one refused (an unknown id, a disabled subscription) sent nothing.
 webhook_sends_per_account = shared(
     "RATELIMIT_WEBHOOK_SENDS_PER_ACCOUNT",
     "webhook-sends",
     "webhook tests and redeliveries for one account",
     key_func=signed_in_account,
+    deduct_when=accepted,
 )
 # Every CSV export (businesses, employers, votes) shares one allowance per client IP.
 exports_per_ip = shared("RATELIMIT_EXPORTS_PER_IP", "exports", "exports from one address")
@@ -123,7 +131,7 @@ costly_reads_per_ip = shared(
     "RATELIMIT_BROAD_SEARCHES_PER_IP",
     "broad-searches",
     "searches that read many listings from one address",
-    deduct_when=lambda response: response.status_code < 400 and COSTLY_READ in g,
+    deduct_when=lambda response: accepted(response) and COSTLY_READ in g,
 )
 
 
