@@ -45,6 +45,7 @@ from .platform.bodies import (
     load_query,
 )
 from .platform.caching import answer_if_known
+from .platform.errors import APIError
 from .platform.idempotency import idempotent as honour_idempotency_key
 from .platform.output import Written, dumped, schema_instance
 from .platform.pagination import Page, page_answer
@@ -107,6 +108,18 @@ class Endpoint:
     # answer itself if this process kept it, before the query and body are even read
     # (caching.answer_if_known). A streamed answer's ETag is a digest of it and the URL.
     revision: Callable[[Location | None], tuple[Any, ...]] | None = None
+    # For a public read with a `revision`: when this answers true (no answer could be
+    # given before the work: caching.may_answer_early), the view is given the path's slug
+    # as `Unlocated` instead of its location, finds the location in the statement that
+    # does its work (one round trip, not two), and asks `answer_if_known` itself.
+    locate_later: Callable[[], bool] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Unlocated:
+    """The location a path names, left to the view to find (`Endpoint.locate_later`)."""
+
+    slug: str
 
 
 @dataclass
@@ -160,6 +173,8 @@ def endpoint(
     declaration = Endpoint(body=body, response=response, **declared)
     if declaration.paged and declaration.query is None:
         raise TypeError("a paged endpoint declares its query (ListArgs.sorted_by(…))")
+    if declaration.locate_later and (declaration.access or declaration.revision is None):
+        raise TypeError("only a public read with a revision finds its location later")
 
     def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
         query_schema = schema_instance(declaration.query) if declaration.query else None
@@ -168,7 +183,13 @@ def endpoint(
         def run(**path: Any) -> Any:
             loaded = []
             if query_schema is not None:
-                loaded.append(load_query(query_schema))
+                try:
+                    loaded.append(load_query(query_schema))
+                except APIError:
+                    location = path.get("location")
+                    if isinstance(location, Unlocated):  # a path naming nothing: 404 first
+                        declaration.locate(location.slug)
+                    raise
             if declaration.csv_body:
                 loaded.append(load_csv_text())
             elif body_schema is not None:
@@ -188,12 +209,18 @@ def endpoint(
             if declaration.csv:
                 read_in_transaction()  # its rows stream from a server-side cursor
             check_signed_in(declaration.access)
+            later = False
             if "slug" in path:
-                path["location"] = g.path_location = declaration.locate(path.pop("slug"))
+                slug = path.pop("slug")
+                later = declaration.locate_later is not None and declaration.locate_later()
+                if later:
+                    path["location"] = Unlocated(slug)
+                else:
+                    path["location"] = g.path_location = declaration.locate(slug)
             if declaration.access is not None or not declaration.tokens:
                 check_token(declaration.scope, declaration.tokens, path.get("location"))
             check_access(declaration.access, path.get("location"))
-            if declaration.revision is not None:
+            if declaration.revision is not None and not later:
                 revision = declaration.revision(path.get("location"))
                 known = answer_if_known(*revision, streamed=declaration.csv)
                 if known is not None:

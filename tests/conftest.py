@@ -60,6 +60,7 @@ def forget_answers() -> None:
     has not answered those pages yet, the next read of one does its work."""
     caching.KNOWN_TAGS.entries.clear()
     caching.KNOWN_ANSWERS.entries.clear()
+    caching.ANSWERED_URLS.entries.clear()
 
 
 @pytest.fixture(autouse=True)

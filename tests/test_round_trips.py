@@ -85,10 +85,35 @@ def test_a_list_page_is_its_statements_alone(proxied):
         {"social": "facebook", "url": "https://f.example/a"},
     ]
     assert body["total"] == 25
-    # The location with its stored counts, then the page with its links: no ping, BEGIN
-    # or ROLLBACK.
-    assert len(statements) == 2
+    # The page with its links and its location with its stored counts, in one statement:
+    # no ping, BEGIN or ROLLBACK.
+    assert len(statements) == 1
     assert trips == len(statements)
+
+
+@needs_postgresql
+@pytest.mark.parametrize(
+    ("path", "total", "found"),
+    [
+        # A deep page: its start is kept by the list's revision, known first.
+        ("/locations/harbour/businesses/?page=2&perPage=10", 25, ["location", "page"]),
+        # A filtered list: counted, not stored.
+        ("/locations/harbour/businesses/?subcategory=none", 0, ["location", "count", "page"]),
+        # A first page with no rows: its location alone after it.
+        ("/locations/harbour/employers/", 0, ["page", "location"]),
+    ],
+)
+def test_other_pages_find_their_location_apart(proxied, path, total, found):
+    with proxied() as (counter, client):
+        trips, statements, body = costs(counter, client, path)
+    assert trips == len(statements)
+    assert [
+        "count" if sql.startswith("SELECT count(") else
+        "page" if "FROM listings" in sql else
+        "location"
+        for sql in statements
+    ] == found  # fmt: skip
+    assert body["total"] == total
 
 
 @needs_postgresql

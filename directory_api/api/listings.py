@@ -6,16 +6,16 @@ DELETE name their target in the body by `id` or current `slug`.
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-from flask import Blueprint, current_app, g
+from flask import Blueprint, Response, current_app, g, request
 from marshmallow import ValidationError
 from sqlalchemy import Row, Select, bindparam, select
 from sqlalchemy.orm import joinedload, selectinload
 
 from ..access import located
 from ..audit import changed_fields
-from ..endpoints import Access, endpoint
+from ..endpoints import Access, Unlocated, endpoint
 from ..listing_pages import CSV_ROWS, listings_output
 from ..models import (
     Business,
@@ -29,6 +29,7 @@ from ..models import (
     Vote,
 )
 from ..models.api_token import Scope
+from ..platform.caching import answer_if_known, may_answer_early
 from ..platform.csv_export import columns, csv_response
 from ..platform.csv_import import read_rows, row_key
 from ..platform.errors import APIError, abort, invalid
@@ -36,7 +37,7 @@ from ..platform.extensions import db
 from ..platform.limits import costly_reads_per_ip, exports_per_ip, read_was_costly
 from ..platform.output import schema_instance
 from ..platform.page_queries import every_line, paginate
-from ..platform.pagination import Order, sort_fields
+from ..platform.pagination import Order, Page, sort_fields
 from ..platform.slugs import derive_slug, slugs_in_use
 from ..platform.sql import csv_lines_of
 from ..schemas.base import TargetSchema
@@ -50,6 +51,15 @@ from ..schemas.listings import (
 from ..search import TERM_SCHEMA, checked_term, rows_read, search_criteria, search_of
 from .changes import apply_changes, create_named, delete_unused, update_named
 from .lookups import by_slug_or_422, find_target, get_or_404, id_by_slug, named_by_path
+
+
+class PathLocation(NamedTuple):
+    """The path's location as a list page's statement finds it (`location_with_counts`)."""
+
+    id: Any
+    slug: str
+    total: int | None
+    revision: Any
 
 
 def known_this_request(model: Any) -> dict[str, Any]:
@@ -257,6 +267,39 @@ def listings_blueprint(
         g.listing_counts = (row.total or 0, row.revision)
         return row
 
+    # The same list, its location named by its slug: a first page found with its location
+    # in one statement (`Endpoint.locate_later`).
+    of_location_by_slug = select(_listings.c.id).where(
+        _listings.c.location_id == id_by_slug(_locations.c, bindparam("slug")),
+        _listings.c.kind == kind,
+    )
+
+    def first_page_not_kept() -> bool:
+        """The location's first page, unfiltered, which no answer kept could serve."""
+        args = request.args
+        return args.get("page", "1") == "1" and "subcategory" not in args and not may_answer_early()
+
+    def first_page_located(args: dict[str, Any], slug: str) -> Response | Page:
+        """The first page and its location in one statement; the answer kept for that
+        revision if another request kept it meanwhile. A page with no rows (no listing)
+        finds its location alone (404 if there is none)."""
+        page = paginate(
+            of_location_by_slug,
+            args,
+            tiebreak=_listings.c.id,
+            encoded=listings_output,
+            params={"slug": slug},
+            located=location_with_counts,
+        )
+        if page.located is None:
+            location = locate_with_counts(slug)
+            page.total = g.listing_counts[0]
+        else:
+            location = PathLocation(*page.located)
+            g.listing_counts = (location.total or 0, location.revision)
+        g.path_location = location
+        return answer_if_known(*revision_of(location)) or page
+
     def target_of(location: Location, data: dict[str, Any]) -> Listing:
         return find_target(model, data, model.location_id == location.id, what=noun)
 
@@ -267,8 +310,11 @@ def listings_blueprint(
         paged=True,
         locate=locate_with_counts,
         revision=revision_of,
+        locate_later=first_page_not_kept,
     )
-    def list_listings(args, location: Row):  # locate_with_counts: its id and slug
+    def list_listings(args, location: Row | Unlocated):  # locate_with_counts: id and slug
+        if isinstance(location, Unlocated):
+            return first_page_located(args, location.slug)
         params = {"location_id": location.id, "subcategory": args.get("subcategory")}
         return paginate(
             of_subcategory if "subcategory" in args else of_location,

@@ -44,6 +44,9 @@ KNOWN_TAGS = RecentlyUsed()
 ANSWERS_KEPT = 128
 ANSWER_BYTES_KEPT = 64 * 1024  # the bench's page of 20 listings is 7.5 KiB, of 100 37 KiB
 KNOWN_ANSWERS = RecentlyUsed(size=ANSWERS_KEPT)
+# The URLs this process answered such a read for, under whatever revision: one asked for
+# the first time cannot be answered before its work (`may_answer_early`).
+ANSWERED_URLS = RecentlyUsed()
 VIEW_HEADERS = ("Content-Type", "Link")  # the rest the request's hooks set, as for any answer
 
 
@@ -87,8 +90,16 @@ def answer_if_known(*revision: Hashable, streamed: bool = False) -> Response | N
     return response
 
 
+def may_answer_early() -> bool:
+    """Whether `answer_if_known` might answer this read before its work: the client holds
+    an ETag, or this process answered its URL before. Where neither, a read may find its
+    revision in the statement that does its work (endpoints.Endpoint.locate_later)."""
+    return "HTTP_IF_NONE_MATCH" in request.environ or ANSWERED_URLS.get(request_key()) is not None
+
+
 def keep_answer(key: bytes, tag: str, response: Response) -> None:
     KNOWN_TAGS.put(key, tag)
+    ANSWERED_URLS.put(request_key(), True)
     if response.status_code != 200:
         return
     body = response.get_data()

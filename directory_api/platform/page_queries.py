@@ -11,7 +11,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from marshmallow import Schema
-from sqlalchemy import Select, bindparam, func, select, tuple_
+from sqlalchemy import Select, bindparam, func, select, true, tuple_
 from sqlalchemy.sql import operators
 
 from .extensions import db
@@ -50,6 +50,7 @@ def paginate(
     count_with_page: bool = False,
     revision: tuple[Hashable, ...] | None = None,
     params: Mapping[str, Any] | None = None,
+    located: Select | None = None,
 ) -> Page:
     """One page of `stmt`, in the order `args["sort"]` asks (else `default_order`).
 
@@ -66,6 +67,12 @@ def paginate(
     `params`: `stmt` is built once, its values bind parameters given here, so the page's
     statements are built once per sort and kept (`STATEMENTS`), not built (and their cache
     keys computed) for every request.
+
+    `located`, for a first page whose list is the path's location's (and `encoded`): a
+    one-row SELECT of that location with what the read needs, its list's total among it
+    (`total`), whose columns come with each of the page's rows: the page and its location
+    in one statement, one round trip. The page's `located` holds that row's values, in
+    order (None when the page has no rows: the caller finds the location alone).
     """
     page, per_page = args["page"], args["per_page"]
     order = args.get("sort") or default_order
@@ -73,7 +80,7 @@ def paginate(
     if revision is not None and page > 1:  # page 1 starts at the start
         start = PAGE_STARTS.get(request_key(*revision, page, skip_arg="page"))
     # A list built once, in a sort named by its text: its statements are built once.
-    shape = (stmt, getattr(order, "text", None), start and start[1], count_with_page)
+    shape = (stmt, getattr(order, "text", None), start and start[1], count_with_page, located)
     reused = params is not None and shape[1] is not None
     built = STATEMENTS.get(shape) if reused else None
     if built is None:
@@ -85,6 +92,7 @@ def paginate(
             encoded=encoded,
             start=start,
             ids_bound=count_with_page,
+            located=located,
         )
         if reused:
             STATEMENTS.put(shape, built)
@@ -98,6 +106,12 @@ def paginate(
         if total is None:  # past the last page
             return Page([], page, per_page, db.session.scalar(built.count, values))
         values["page_ids"] = [row[0] for row in found]
+    if located is not None:
+        rows = load_rows(built.rows, values, True)
+        width = len(located.selected_columns)
+        found = tuple(rows[0][-width:]) if rows else None
+        total = found[list(located.selected_columns.keys()).index("total")] if found else 0
+        return Page(rows, page, per_page, total or 0, located=found)
     if total is None:
         total = db.session.scalar(built.count, values)
     rows = load_rows(built.rows, values, encoded is not None)
@@ -140,6 +154,7 @@ def page_statements(
     encoded: Encode | None,
     start: tuple[Any, bool] | None,
     ids_bound: bool,
+    located: Select | None = None,
 ) -> PageStatements:
     entity = stmt.column_descriptions[0].get("entity")  # None: a SELECT of columns
     tiebreak = entity.id if tiebreak is None else tiebreak
@@ -162,6 +177,9 @@ def page_statements(
     )
     if ids_bound:
         page_ids = with_total(page_ids)
+    if located is not None:  # named apart from the page's columns (`id`, a sort key)
+        one = located.subquery()
+        rows = rows.add_columns(*(c.label(f"located_{c.key}") for c in one.c)).join(one, true())
     return PageStatements(page_ids, rows, counting(stmt), keys, from_start)
 
 

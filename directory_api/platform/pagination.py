@@ -116,6 +116,7 @@ class Page:
     page: int
     per_page: int
     total: int
+    located: tuple[Any, ...] | None = None  # page_queries.paginate's `located`
 
 
 def page_url() -> Callable[[int], str]:
