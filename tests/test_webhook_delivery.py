@@ -498,18 +498,8 @@ def test_tests_and_redeliveries_share_one_allowance_per_account(app_factory, rec
         grant(make_user("second@example.com"), harbour, Role.OWNER)
         hook = subscribe(app, receiver.url, events=["business.created"])
         one = HOOKS + f"id/{hook['id']}/"
-        # Refused sends queue nothing and spend nothing: an unknown subscription or
-        # delivery (404), a disabled subscription (409).
-        unknown = "00000000-0000-4000-8000-000000000000"
-        for path in (f"id/{unknown}/test", f"deliveries/id/{unknown}/redeliver"):
-            target = HOOKS + path if path.startswith("id/") else one + path
-            assert_problem(hook["client"].post(target), 404)
-        assert hook["client"].put(one[:-1], json={"enabled": False}).status_code == 200
-        assert_problem(hook["client"].post(one + "test"), 409)
-        assert hook["client"].put(one[:-1], json={"enabled": True}).status_code == 200
         first = hook["client"].post(one + "test")
         assert first.status_code == 202
-        assert first.headers["X-RateLimit-Remaining"] == "2"
         again = one + f"deliveries/id/{first.get_json()['id']}/redeliver"
         assert [hook["client"].post(again).status_code for _ in range(2)] == [202, 202]
         refused = assert_problem(hook["client"].post(one + "test"), 429)

@@ -103,13 +103,14 @@ votes_per_location = shared(
 )
 # A test event and a redelivery send to a receiver on demand: one allowance per account
 # for both, so a subscription's manager cannot make the service flood the URL they chose.
-# Those queued count; one refused (an unknown id, a disabled subscription) sent nothing.
+# Each one counts as it arrives, refused or not: a count deferred to the answer
+# (`deduct_when`) is tested first and counted after, so requests sent at once would all
+# pass the test before any was counted.
 webhook_sends_per_account = shared(
     "RATELIMIT_WEBHOOK_SENDS_PER_ACCOUNT",
     "webhook-sends",
     "webhook tests and redeliveries for one account",
     key_func=signed_in_account,
-    deduct_when=accepted,
 )
 # Every CSV export (businesses, employers, votes) shares one allowance per client IP.
 exports_per_ip = shared("RATELIMIT_EXPORTS_PER_IP", "exports", "exports from one address")
