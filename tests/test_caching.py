@@ -206,6 +206,8 @@ def test_a_first_page_found_with_its_location_is_the_page_found_after_it(app, cl
 
     assert len(together) == 1 and page_read(together)
     assert len(apart) == 2 and answered_early(apart[:1])
+    padded, alone = statements_of(app, lambda: client.get(PAGE + "&page=001"))
+    assert len(alone) == 1 and padded.get_json()["items"] == one.get_json()["items"]
     assert one.status_code == two.status_code == 200
     assert one.data == two.data
     for name in ("ETag", "Link", "Content-Type", "Cache-Control"):

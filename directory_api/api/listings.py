@@ -276,8 +276,13 @@ def listings_blueprint(
 
     def first_page_not_kept() -> bool:
         """The location's first page, unfiltered, which no answer kept could serve."""
+        if may_answer_early():  # first: a page asked again is answered at its cheapest
+            return False
         args = request.args
-        return args.get("page", "1") == "1" and "subcategory" not in args and not may_answer_early()
+        try:  # as the query's schema reads it ("01" too); one it refuses is not
+            return int(args.get("page", "1")) == 1 and "subcategory" not in args
+        except ValueError:
+            return False
 
     def first_page_located(args: dict[str, Any], slug: str) -> Response | Page:
         """The first page and its location in one statement; the answer kept for that
