@@ -117,23 +117,30 @@ def trigrams(word: str) -> list[str]:
     return list(dict.fromkeys(word[start : start + 3] for start in range(len(word) - 2)))
 
 
-def index_query(words: list[str], shares: dict[str, float]) -> str | None:
-    """The FTS5 query for `words`: each word's least common trigram. Every text holding a
-    word holds its trigrams, so the rows found include every hit; a word's other trigrams
-    narrow little (they come together) and each costs a list of rows to read.
-
-    A word whose least common trigram is in more than BROAD of the texts is left to LIKE
-    alone: going through the index to most of a location's rows cost twice reading them
-    in place ("every" at 100,000 listings: 600 against 320 ms). None when no word is left
-    to ask for (none of three characters, or none that narrows)."""
-    asked = []
+def rarest_trigrams(words: list[str], shares: dict[str, float]) -> list[str | None]:
+    """Each word's least common trigram, or None for a word left to LIKE alone: one of
+    under three characters, or one whose least common trigram is in more than BROAD of
+    the texts (going through the index to most of a location's rows cost twice reading
+    them in place: "every" at 100,000 listings, 600 against 320 ms)."""
+    rarest: list[str | None] = []
     for grams in map(trigrams, words):
-        rarest = min(grams, key=lambda gram: shares.get(gram, 0.0), default=None)
-        if rarest is not None and shares.get(rarest, 0.0) <= BROAD:
-            asked.append(rarest)
-    return (
-        " AND ".join('"' + gram.replace('"', '""') + '"' for gram in dict.fromkeys(asked)) or None
-    )
+        gram = min(grams, key=lambda gram: shares.get(gram, 0.0), default=None)
+        rarest.append(gram if gram is not None and shares.get(gram, 0.0) <= BROAD else None)
+    return rarest
+
+
+def fts_query(rarest: list[str | None]) -> str | None:
+    """The FTS5 query of the trigrams asked for (`rarest_trigrams`): every text holding a
+    word holds its trigrams, so the rows found include every hit; a word's other trigrams
+    narrow little (they come together) and each costs a list of rows to read. None when
+    no word is asked for."""
+    asked = dict.fromkeys(gram for gram in rarest if gram is not None)
+    return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in asked) or None
+
+
+def index_query(words: list[str], shares: dict[str, float]) -> str | None:
+    """The FTS5 query for `words`: each word's least common trigram, where it narrows."""
+    return fts_query(rarest_trigrams(words, shares))
 
 
 _FTS = SQLITE_SEARCH_TABLE
@@ -148,14 +155,14 @@ INDEXED = text(
 ).columns(column("listing_id"))
 
 
-def index_trigrams(words: list[str]) -> str | None:
+def index_trigrams(words: list[str]) -> list[str | None]:
     """On SQLite, what to ask the FTS5 trigram index for, to narrow first (migrations 0003,
-    0024); None where there is nothing to ask (words under three characters are left to
-    the LIKE filters alone). PostgreSQL's trigram index serves the LIKE filters directly."""
+    0024): each word's trigram (`rarest_trigrams`). PostgreSQL's trigram index serves the
+    LIKE filters directly."""
     shares = current_app.extensions.get(SHARES) or current_app.extensions.setdefault(
         SHARES, TrigramShares()
     )  # made once per app, not for every search
-    return index_query(words, shares())
+    return rarest_trigrams(words, shares())
 
 
 MIN_TERM, MAX_TERM = 2, 100
@@ -186,8 +193,8 @@ def checked_term(term: str) -> str:
 
 class Search(NamedTuple):
     """A term as the statements built once take it (`search_criteria`): their shape (how
-    many words, whether the index narrows first) and the values they bind; and whether an
-    index narrows the rows read to about the hits (`rows_read`)."""
+    many words, whether the index narrows first) and the values they bind; and whether the
+    index serves every word, so that the rows read are about the hits (`rows_read`)."""
 
     shape: tuple[int, bool]
     values: dict[str, str]
@@ -201,18 +208,20 @@ def search_of(term: str) -> Search:
     values = {f"search_word_{n}": f"%{escape_like(word)}%" for n, word in enumerate(words)}
     values |= {"search_term": folded, "search_start": f"{whole}%", "search_within": f"%{whole}%"}
     sqlite = db.session.get_bind().dialect.name == "sqlite"
-    trigrams = index_trigrams(words) if sqlite else None
+    # Each word's trigram for the index, None for one it does not serve: PostgreSQL's
+    # serves every word of three characters or more.
+    rarest = index_trigrams(words) if sqlite else [w if len(w) >= 3 else None for w in words]
+    trigrams = fts_query(rarest) if sqlite else None
     if trigrams is not None:
         values["trigrams"] = trigrams
-    # PostgreSQL's trigram index serves a word of three characters or more.
-    narrowed = trigrams is not None if sqlite else any(len(word) >= 3 for word in words)
-    return Search((len(words), trigrams is not None), values, narrowed)
+    return Search((len(words), trigrams is not None), values, None not in rarest)
 
 
 def rows_read(search: Search, hits: int, listed: int) -> int:
-    """About how many listings a search read: its hits where an index narrowed to them
-    (every hit is read, to count and rank it), else every one `listed` at the location
-    (each word checked in place: a word too short for the index, or one most texts hold)."""
+    """About how many listings a search read: its hits where the index narrowed by every
+    word (each hit is read, to count and rank it), else every one `listed` at the
+    location. A word left out of the index (too short, or in most texts) is checked in
+    place on every row the others found: "the zq" reads every "the" for no hit."""
     return hits if search.narrowed else listed
 
 
