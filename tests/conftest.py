@@ -245,8 +245,11 @@ def shared_app(migrated_database: str, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.fixture
 def clean_slate(shared_app: SharedApp) -> Iterator[None]:
-    """Whatever the test wrote (rows, limit counts, sessions, settings) is gone after it."""
+    """Whatever the test wrote (rows, limit counts, sessions, settings) is gone after it,
+    and it starts as a process that has answered nothing yet (the URLs it answered
+    outlive any revision: caching.ANSWERED_URLS)."""
     shared_app.take_back_the_limiter()
+    forget_answers()
     yield
     shared_app.reset()
 

@@ -227,6 +227,38 @@ def test_a_first_page_finding_its_location_late_answers_problems_in_order(client
     assert_problem(clients["anonymous"].get(path), status)
 
 
+def test_an_empty_first_page_is_not_kept_under_a_revision_it_was_not_read_under(
+    app, clients, monkeypatch
+):
+    """An empty first page finds its location after its rows, in another snapshot: a
+    listing added between the two must not leave that empty page kept as the new
+    revision's (review of issue 36)."""
+    from sqlalchemy.orm import Session
+
+    from directory_api.api import listings as views
+    from directory_api.models import Business
+
+    location = make_location("quiet")
+    path = "/locations/quiet/businesses/"
+    real = views.paginate
+
+    def added_meanwhile(*args, **kwargs):
+        page = real(*args, **kwargs)
+        with Session(db.engine) as other:
+            other.add(Business(location_id=location.id, slug="new", name="New Shop"))
+            other.commit()
+        return page
+
+    monkeypatch.setattr(views, "paginate", added_meanwhile)
+    raced = clients["anonymous"].get(path)
+    monkeypatch.undo()
+    assert raced.get_json()["items"] == []  # what that request saw
+
+    again = clients["anonymous"].get(path)
+    assert [item["slug"] for item in again.get_json()["items"]] == ["new"]
+    assert again.headers["ETag"] != raced.headers["ETag"]
+
+
 def rename_listing(clients, listed):
     return clients["owner"].put(URL, json={"slug": "bakery", "name": "Bakery Two"})
 

@@ -286,8 +286,11 @@ def listings_blueprint(
 
     def first_page_located(args: dict[str, Any], slug: str) -> Response | Page:
         """The first page and its location in one statement; the answer kept for that
-        revision if another request kept it meanwhile. A page with no rows (no listing)
-        finds its location alone (404 if there is none)."""
+        revision if another request kept it meanwhile.
+
+        A page with no rows (no listing) finds its location alone after it (404 if there
+        is none), in a snapshot of its own: a listing added between the two would have
+        its revision name an empty page. That answer is not kept (no revision asked)."""
         page = paginate(
             of_location_by_slug,
             args,
@@ -297,12 +300,11 @@ def listings_blueprint(
             located=location_with_counts,
         )
         if page.located is None:
-            location = locate_with_counts(slug)
+            g.path_location = locate_with_counts(slug)
             page.total = g.listing_counts[0]
-        else:
-            location = PathLocation(*page.located)
-            g.listing_counts = (location.total or 0, location.revision)
-        g.path_location = location
+            return page
+        location = g.path_location = PathLocation(*page.located)
+        g.listing_counts = (location.total or 0, location.revision)
         return answer_if_known(*revision_of(location)) or page
 
     def target_of(location: Location, data: dict[str, Any]) -> Listing:

@@ -178,7 +178,7 @@ def page_statements(
     if ids_bound:
         page_ids = with_total(page_ids)
     if located is not None:  # named apart from the page's columns (`id`, a sort key)
-        one = located.subquery()
+        one = located.offset(0).subquery()
         rows = rows.add_columns(*(c.label(f"located_{c.key}") for c in one.c)).join(one, true())
     return PageStatements(page_ids, rows, counting(stmt), keys, from_start)
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from marshmallow import Schema, fields, missing
-from sqlalchemy import Cast, Select, Table, cast, func, literal_column, select
+from sqlalchemy import Select, Table, cast, func, literal_column, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.sql.visitors import iterate
@@ -296,8 +296,9 @@ class crlf(FunctionElement):
     inherit_cache = True
 
 
-# Cells that hold no comma, quote or line break whatever the row (`csv_cells` writes them).
-UNQUOTED_CELLS = (uuid_text, timestamp_text, Cast)
+# Cells that hold no comma, quote or line break whatever the row (`csv_cells` writes them
+# unguarded, as they are).
+UNQUOTED_CELLS = (uuid_text, timestamp_text)
 
 
 def csv_lines_of(rows: Select) -> Select:
