@@ -12,7 +12,7 @@ from directory_api.platform import caching, recent
 from directory_api.platform.extensions import db
 from directory_api.platform.recent import RecentlyUsed
 
-from .conftest import assert_problem, forget_answers, signed_in, statements_run
+from .conftest import PG_URL, assert_problem, forget_answers, signed_in, statements_run
 from .factories import (
     make_category,
     make_listing,
@@ -204,10 +204,11 @@ def test_a_first_page_found_with_its_location_is_the_page_found_after_it(app, cl
     forget_answers()
     two, apart = statements_of(app, lambda: client.get(PAGE, headers={"If-None-Match": '"x"'}))
 
-    assert len(together) == 1 and page_read(together)
+    # On SQLite (no round trip to save) the location comes first all the same.
+    assert len(together) == (1 if PG_URL else 2) and page_read(together)
     assert len(apart) == 2 and answered_early(apart[:1])
     padded, alone = statements_of(app, lambda: client.get(PAGE + "&page=001"))
-    assert len(alone) == 1 and padded.get_json()["items"] == one.get_json()["items"]
+    assert len(alone) == len(together) and padded.get_json()["items"] == one.get_json()["items"]
     assert one.status_code == two.status_code == 200
     assert one.data == two.data
     for name in ("ETag", "Link", "Content-Type", "Cache-Control"):
@@ -227,6 +228,7 @@ def test_a_first_page_finding_its_location_late_answers_problems_in_order(client
     assert_problem(clients["anonymous"].get(path), status)
 
 
+@pytest.mark.skipif(not PG_URL, reason="SQLite reads the location first (CI's PostgreSQL pass)")
 def test_an_empty_first_page_is_not_kept_under_a_revision_it_was_not_read_under(
     app, clients, monkeypatch
 ):
