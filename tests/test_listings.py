@@ -734,18 +734,27 @@ def test_searches_that_read_many_listings_spend_an_allowance_per_address(app_fac
     assert client.get(path + "mill", environ_base={"REMOTE_ADDR": "10.9.8.8"}).status_code == 200
 
 
-def test_a_small_location_never_spends_the_broad_search_allowance(app_factory):
-    app = app_factory(RATELIMIT_BROAD_SEARCHES_PER_IP="1/minute")  # 10,000 listings read
+def test_a_location_too_small_for_a_broad_search_is_searched_past_the_allowance(app_factory):
+    """No search of a location listing fewer than RATELIMIT_BROAD_SEARCH_ROWS reads that
+    many: it neither spends the allowance nor waits for it."""
+    app = app_factory(RATELIMIT_BROAD_SEARCHES_PER_IP="1/minute", RATELIMIT_BROAD_SEARCH_ROWS=4)
     with app.app_context():
-        location = make_location("small")
-        for number in range(3):
-            make_listing("business", location, f"shop-{number}", name=f"Shop {number}")
+        for slug, listed in (("small", 3), ("big", 4)):
+            location = make_location(slug)
+            for number in range(listed):
+                make_listing("business", location, f"shop-{number}", name=f"Shop {number}")
     client = app.test_client()
-    statuses = {
-        client.get(f"/locations/small/businesses/search/{term}").status_code
+    searched = [
+        client.get(f"/locations/small/businesses/search/{term}")
         for term in ("shop", "sh", "op", "hop", "shop 1", "shop 2")
-    }
-    assert statuses == {200}
+    ]
+    assert {response.status_code for response in searched} == {200}
+    assert not [response for response in searched if "X-RateLimit-Limit" in response.headers]
+
+    spent = client.get("/locations/big/businesses/search/shop")  # 4 hits of 4
+    assert (spent.status_code, spent.headers["X-RateLimit-Remaining"]) == (200, "0")
+    assert_problem(client.get("/locations/big/businesses/search/shop%201"), 429)
+    assert client.get("/locations/small/businesses/search/shop%203").status_code == 200
 
 
 # Deep pages start where the process saw them start (issue 19) --------------------------------

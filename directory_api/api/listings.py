@@ -204,6 +204,18 @@ def name_new_rows(
         in_use.add(data["slug"])
 
 
+def too_few_to_be_broad() -> bool:
+    """The path's location lists fewer than RATELIMIT_BROAD_SEARCH_ROWS of the kind searched
+    (`g.listing_counts`): no search of it reads that many, so none checks the allowance of
+    broad searches (an address past it may still search there)."""
+    return g.listing_counts[0] < current_app.config["RATELIMIT_BROAD_SEARCH_ROWS"]
+
+
+# One limit for both kinds' searches (Flask-Limiter keys a route's limits by its view's
+# module and name, the same for both blueprints: two would both count each search).
+broad_searches_per_ip = costly_reads_per_ip(too_few_to_be_broad)
+
+
 def listings_blueprint(
     model: type[Listing], plural: str, noun: str, uses: Callable[[Listing], dict[str, Select]]
 ) -> Blueprint:
@@ -373,7 +385,7 @@ def listings_blueprint(
         query=search_args,
         paged=True,
         path={"term": TERM_SCHEMA},
-        limits=(costly_reads_per_ip,),
+        limits=(broad_searches_per_ip,),
         locate=locate_with_counts,
         revision=revision_of,
     )

@@ -119,8 +119,10 @@ exports_per_ip = shared("RATELIMIT_EXPORTS_PER_IP", "exports", "exports from one
 # location's listings hold reads them all to count and rank them): anyone may send one,
 # spelt anew each time past the answers kept. Such reads, and only those, spend one
 # allowance per client IP; the view says so once its work is done (`read_was_costly`).
-# Once it is spent, that address's reads of the kind wait, cheap or not: the cost is known
-# only after the work. An answer kept by the process (caching.py) spends nothing.
+# Once it is spent, that address's reads of the kind wait, cheap or not (the cost is known
+# only after the work), except those that could not be costly whatever they asked (their
+# endpoint's `cheap_for_sure`: no check, no headers). An answer kept by the process
+# (caching.py) spends nothing.
 COSTLY_READ = "costly_read"
 
 
@@ -128,12 +130,14 @@ def read_was_costly() -> None:
     g.setdefault(COSTLY_READ, True)
 
 
-costly_reads_per_ip = shared(
-    "RATELIMIT_BROAD_SEARCHES_PER_IP",
-    "broad-searches",
-    "searches that read many listings from one address",
-    deduct_when=lambda response: accepted(response) and COSTLY_READ in g,
-)
+def costly_reads_per_ip(cheap_for_sure: Callable[[], bool]) -> Any:
+    return shared(
+        "RATELIMIT_BROAD_SEARCHES_PER_IP",
+        "broad-searches",
+        "searches that read many listings from one address",
+        deduct_when=lambda response: accepted(response) and COSTLY_READ in g,
+        exempt_when=cheap_for_sure,
+    )
 
 
 def in_words(seconds: float) -> str:
