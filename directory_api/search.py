@@ -12,6 +12,7 @@ every write, and the criteria that look for it.
 """
 
 import random
+import re
 import threading
 import time
 import unicodedata
@@ -191,6 +192,9 @@ def checked_term(term: str) -> str:
     return term
 
 
+PG_INDEXED = re.compile(r"[^\W_]{3}")  # pg_trgm's trigrams come from runs of alphanumerics
+
+
 class Search(NamedTuple):
     """A term as the statements built once take it (`search_criteria`): their shape (how
     many words, whether the index narrows first) and the values they bind; and whether the
@@ -209,8 +213,11 @@ def search_of(term: str) -> Search:
     values |= {"search_term": folded, "search_start": f"{whole}%", "search_within": f"%{whole}%"}
     sqlite = db.session.get_bind().dialect.name == "sqlite"
     # Each word's trigram for the index, None for one it does not serve: PostgreSQL's
-    # serves every word of three characters or more.
-    rarest = index_trigrams(words) if sqlite else [w if len(w) >= 3 else None for w in words]
+    # (pg_trgm) serves a word holding three letters or digits in a row ("x.s" and "---"
+    # it rechecks on every row).
+    rarest = (
+        index_trigrams(words) if sqlite else [w if PG_INDEXED.search(w) else None for w in words]
+    )
     trigrams = fts_query(rarest) if sqlite else None
     if trigrams is not None:
         values["trigrams"] = trigrams

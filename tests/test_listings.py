@@ -734,6 +734,27 @@ def test_searches_that_read_many_listings_spend_an_allowance_per_address(app_fac
     assert client.get(path + "mill", environ_base={"REMOTE_ADDR": "10.9.8.8"}).status_code == 200
 
 
+@pytest.mark.skipif(not PG_URL, reason="pg_trgm's rule; CI's PostgreSQL pass runs it")
+def test_a_word_pg_trgm_cannot_use_is_a_broad_search(app_factory):
+    """Review: pg_trgm takes trigrams from runs of letters and digits only, so "x.s" or
+    "---" is checked on every row, like a word under three characters."""
+    app = app_factory(RATELIMIT_BROAD_SEARCHES_PER_IP="1/minute", RATELIMIT_BROAD_SEARCH_ROWS=4)
+    with app.app_context():
+        location = make_location("big")
+        for number in range(5):
+            make_listing("business", location, f"shop-{number}", name=f"Shop {number}")
+    client = app.test_client()
+    for address, term in (("10.0.0.1", "---"), ("10.0.0.2", "x.s")):
+        at = {"REMOTE_ADDR": address}
+        found = client.get(f"/locations/big/businesses/search/{term}", environ_base=at)
+        assert found.get_json()["total"] == 0
+        assert_problem(client.get("/locations/big/businesses/search/zqx", environ_base=at), 429)
+    at = {"REMOTE_ADDR": "10.0.0.3"}
+    for per_page in range(1, 4):  # indexed, no hit: nothing spent (each a URL not kept)
+        path = f"/locations/big/businesses/search/zqx?perPage={per_page}"
+        assert client.get(path, environ_base=at).status_code == 200
+
+
 def test_a_location_too_small_for_a_broad_search_is_searched_past_the_allowance(app_factory):
     """No search of a location listing fewer than RATELIMIT_BROAD_SEARCH_ROWS reads that
     many: it neither spends the allowance nor waits for it."""
