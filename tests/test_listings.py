@@ -734,6 +734,24 @@ def test_searches_that_read_many_listings_spend_an_allowance_per_address(app_fac
     assert client.get(path + "mill", environ_base={"REMOTE_ADDR": "10.9.8.8"}).status_code == 200
 
 
+def test_broad_searches_of_both_kinds_spend_one_allowance_once_each(app_factory):
+    """Review: the two kinds' search views share their module and name, under which
+    Flask-Limiter files a route's limits: one limit object serves both, counted once."""
+    app = app_factory(RATELIMIT_BROAD_SEARCHES_PER_IP="3/minute", RATELIMIT_BROAD_SEARCH_ROWS=2)
+    with app.app_context():
+        location = make_location("big")
+        for kind in ("business", "employer"):
+            for number in range(3):
+                make_listing(kind, location, f"{kind}-{number}", name=f"Shop {number}")
+    client = app.test_client()
+    first = client.get("/locations/big/businesses/search/shop")
+    second = client.get("/locations/big/employers/search/shop")
+    remaining = [response.headers["X-RateLimit-Remaining"] for response in (first, second)]
+    assert remaining == ["2", "1"]
+    assert client.get("/locations/big/employers/search/shop?perPage=5").status_code == 200
+    assert_problem(client.get("/locations/big/businesses/search/shop?perPage=5"), 429)
+
+
 @pytest.mark.skipif(not PG_URL, reason="pg_trgm's rule; CI's PostgreSQL pass runs it")
 def test_a_word_pg_trgm_cannot_use_is_a_broad_search(app_factory):
     """Review: pg_trgm takes trigrams from runs of letters and digits only, so "x.s" or
