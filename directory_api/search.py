@@ -211,24 +211,24 @@ def search_of(term: str) -> Search:
     whole = escape_like(folded)
     values = {f"search_word_{n}": f"%{escape_like(word)}%" for n, word in enumerate(words)}
     values |= {"search_term": folded, "search_start": f"{whole}%", "search_within": f"%{whole}%"}
-    sqlite = db.session.get_bind().dialect.name == "sqlite"
-    # Each word's trigram for the index, None for one it does not serve: PostgreSQL's
-    # (pg_trgm) serves a word holding three letters or digits in a row ("x.s" and "---"
-    # it rechecks on every row).
-    rarest = (
-        index_trigrams(words) if sqlite else [w if PG_INDEXED.search(w) else None for w in words]
-    )
-    trigrams = fts_query(rarest) if sqlite else None
+    trigrams = None
+    if db.session.get_bind().dialect.name == "sqlite":
+        rarest = index_trigrams(words)
+        served = None not in rarest
+        trigrams = fts_query(rarest)
+    else:  # pg_trgm serves a word with three letters or digits in a row ("x.s" it rechecks)
+        served = all(PG_INDEXED.search(word) for word in words)
     if trigrams is not None:
         values["trigrams"] = trigrams
-    return Search((len(words), trigrams is not None), values, None not in rarest)
+    return Search((len(words), trigrams is not None), values, served)
 
 
 def rows_read(search: Search, hits: int, listed: int) -> int:
     """About how many listings a search read: its hits where the index narrowed by every
     word (each hit is read, to count and rank it), else every one `listed` at the
-    location. A word left out of the index (too short, or in most texts) is checked in
-    place on every row the others found: "the zq" reads every "the" for no hit."""
+    location. A word the index leaves out (too short, without three letters or digits in
+    a row for pg_trgm, or in most texts for SQLite's sample) is checked in place on every
+    row the others found: "the zq" reads every "the" for no hit."""
     return hits if search.narrowed else listed
 
 

@@ -108,10 +108,11 @@ def paginate(
         values["page_ids"] = [row[0] for row in found]
     if located is not None:
         rows = load_rows(built.rows, values, True)
-        width = len(located.selected_columns)
-        found = tuple(rows[0][-width:]) if rows else None
-        total = found[list(located.selected_columns.keys()).index("total")] if found else 0
-        return Page(rows, page, per_page, total or 0, located=found)
+        if not rows:
+            return Page(rows, page, per_page, 0)
+        first = rows[0]
+        found = tuple(first[-len(located.selected_columns) :])
+        return Page(rows, page, per_page, first.located_total or 0, located=found)
     if total is None:
         total = db.session.scalar(built.count, values)
     rows = load_rows(built.rows, values, encoded is not None)

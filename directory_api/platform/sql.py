@@ -284,6 +284,8 @@ def csv_cells(schema: Schema, sources: Mapping[str, Any]) -> list[Any]:
     """ || '"' ELSE ifnull({0}, '') END""",
 )
 class csv_quoted(FunctionElement):
+    """A text as one CSV cell (see above)."""
+
     type = String()
     inherit_cache = True
 
