@@ -139,11 +139,6 @@ def fts_query(rarest: list[str | None]) -> str | None:
     return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in asked) or None
 
 
-def index_query(words: list[str], shares: dict[str, float]) -> str | None:
-    """The FTS5 query for `words`: each word's least common trigram, where it narrows."""
-    return fts_query(rarest_trigrams(words, shares))
-
-
 _FTS = SQLITE_SEARCH_TABLE
 TOP = text(f"SELECT max(fts_rowid) FROM {_FTS}_rows")  # noqa: S608 (our own names)
 SAMPLED = text(f"SELECT search_text FROM {_FTS} WHERE rowid IN :keys").bindparams(  # noqa: S608

@@ -221,6 +221,7 @@ def test_session_max_days_is_read_from_the_environment(environment, days):
         ("MAX_CONTENT_LENGTH", 0, "MAX_CONTENT_LENGTH must be at least 1024"),
         ("MAIL_PORT", 0, "MAIL_PORT must be at least 1"),
         ("EXPORTS_AT_ONCE", 0, "EXPORTS_AT_ONCE must be at least 1 (it is 0)"),
+        ("RATELIMIT_BROAD_SEARCH_ROWS", 0, "RATELIMIT_BROAD_SEARCH_ROWS must be at least 1"),
         ("ARGON2_TIME_COST", 0, "ARGON2_TIME_COST must be at least 1"),
         ("ARGON2_MEMORY_COST", 1, "ARGON2_MEMORY_COST must be at least 8"),
         ("ARGON2_PARALLELISM", 0, "ARGON2_PARALLELISM must be at least 1"),

@@ -534,7 +534,10 @@ def test_search_on_sqlite_goes_through_the_fts5_trigram_index(app, client):
 
 
 def test_the_index_is_asked_for_the_least_common_trigrams():
-    from directory_api.search import index_query
+    from directory_api.search import fts_query, rarest_trigrams
+
+    def index_query(words, shares):
+        return fts_query(rarest_trigrams(words, shares))
 
     shares = {"ery": 1, "eve": 0.9, "ver": 0.95, "old": 0.1, "bak": 0.04, "ake": 0.03, "ker": 0.04}
     # "golden": a trigram never seen (share 0); "bakery": its rarest, never "ery".

@@ -90,16 +90,24 @@ def answer_if_known(*revision: Hashable, streamed: bool = False) -> Response | N
     return response
 
 
+def url_key() -> bytes:
+    """This request's URL as `ANSWERED_URLS` keys it, worked out once per request."""
+    key = g.get("url_key")
+    if key is None:
+        key = g.url_key = request_key()
+    return key
+
+
 def may_answer_early() -> bool:
     """Whether `answer_if_known` might answer this read before its work: the client holds
     an ETag, or this process answered its URL before. Where neither, a read may find its
     revision in the statement that does its work (endpoints.Endpoint.locate_later)."""
-    return "HTTP_IF_NONE_MATCH" in request.environ or ANSWERED_URLS.get(request_key()) is not None
+    return "HTTP_IF_NONE_MATCH" in request.environ or ANSWERED_URLS.get(url_key()) is not None
 
 
 def keep_answer(key: bytes, tag: str, response: Response) -> None:
     KNOWN_TAGS.put(key, tag)
-    ANSWERED_URLS.put(request_key(), True)
+    ANSWERED_URLS.put(url_key(), True)
     if response.status_code != 200:
         return
     body = response.get_data()

@@ -56,6 +56,7 @@ BOUNDS: dict[str, tuple[Any, Any]] = {
     "MAX_CONTENT_LENGTH": (1024, None),  # the largest vote, with its form encoding
     "MAIL_PORT": (1, 65535),
     "EXPORTS_AT_ONCE": (1, None),  # 0 would refuse every export
+    "RATELIMIT_BROAD_SEARCH_ROWS": (1, None),  # 0 would take every search for a broad one
     # Argon2's own minimums (memory: 8 KiB per lane).
     "ARGON2_TIME_COST": (1, None),
     "ARGON2_MEMORY_COST": (8, None),
