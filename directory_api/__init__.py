@@ -34,6 +34,7 @@ from .platform.settings import check_settings
 from .platform.single_use import init_single_use
 from .platform.slugs import SlugConverter
 from .platform.timeouts import bound_postgresql, database_engine_options, redis_options
+from .platform.with_commit import hold_writes_for_commit
 from .protection import register_protection
 from .webhooks import events as webhook_events
 
@@ -107,6 +108,7 @@ def register_extensions(app: Flask) -> None:
         elif db.engine.dialect.name == "postgresql":
             bound_postgresql(app, db.engine)
             add_read_engine(app, db.engine)
+            hold_writes_for_commit(db.engine)
     migrate.init_app(
         app,
         db,

@@ -46,10 +46,12 @@ from .platform.bodies import (
 )
 from .platform.caching import answer_if_known
 from .platform.errors import APIError
+from .platform.extensions import db
 from .platform.idempotency import idempotent as honour_idempotency_key
 from .platform.output import Written, dumped, schema_instance
 from .platform.pagination import Page, page_answer
 from .platform.reads import read_in_transaction
+from .platform.with_commit import send_with_commit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +115,9 @@ class Endpoint:
     # as `Unlocated` instead of its location, finds the location in the statement that
     # does its work (one round trip, not two), and asks `answer_if_known` itself.
     locate_later: Callable[[], bool] | None = None
+    # Its writes whose results it never reads go to PostgreSQL with the commit, in one
+    # round trip (platform/with_commit.py): for views that catch no write's error at a flush.
+    writes_with_commit: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +214,8 @@ def endpoint(
             if declaration.csv:
                 read_in_transaction()  # its rows stream from a server-side cursor
             check_signed_in(declaration.access)
+            if declaration.writes_with_commit:
+                send_with_commit(db.session)
             later = False
             if "slug" in path:
                 slug = path.pop("slug")

@@ -41,6 +41,7 @@ from .platform.extensions import db
 from .platform.outbox import forget_messages_about, queue_mail
 from .platform.proof_of_work import Refused, Solution, create_challenge, verify
 from .platform.single_use import StoreUnavailable, use_once
+from .platform.with_commit import WAITS
 
 log = logging.getLogger(__name__)
 
@@ -447,6 +448,7 @@ ADD_TO_EMPLOYER = (
         updated_at=_listings.c.updated_at,
         **{name: _listings.c[name] + bindparam(f"add_{name}") for name in EMPLOYER_COUNTS},
     )
+    .execution_options(**WAITS)  # nothing reads how many rows it changed
 )
 
 # Registered by create_app (events.py): the counts and revisions, in the change's flush.

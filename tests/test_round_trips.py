@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
-from directory_api.models import Location, Region, Role
+from directory_api.models import Listing, Location, OutboxMessage, Region, Role, Vote, VoteRevision
 from directory_api.platform.extensions import db
 from directory_api.platform.reads import autocommit_engine
 
@@ -216,3 +217,49 @@ def test_a_sign_in_is_its_three_statements_in_one_transaction(proxied):
     assert body["lastLoginAt"] is not None
     assert [executed.sql.split()[0] for executed in run] == ["SELECT", "UPDATE", "INSERT"]
     assert trips == len(run) + 2  # BEGIN and COMMIT
+
+
+EMPLOYER_VOTE = {
+    "yourName": "Ann Voter",
+    "yourEmail": "ann.voter@example.com",
+    "yourPhone": "+44 20 7946 0018",
+    "businessName": "Mill",
+    "businessBranch": "Harbour Front",
+    "employer": "mill",
+    "voteBody": "Fair pay.",
+    "yourPosition": "Baker",
+}
+
+
+@needs_postgresql
+def test_an_employer_vote_sends_its_writes_with_the_commit(proxied):
+    """Issue 36: the vote, its receipt in the outbox, its location's counts and revision and
+    its employer's counts go to PostgreSQL in one message with the COMMIT."""
+    with proxied() as (counter, client):
+        mill = make_listing(
+            "employer", db.session.query(Location).filter_by(slug="harbour").one(), "mill"
+        )
+        db.session.commit()
+        counter.count = 0
+        with statements_run() as run:
+            response = client.post("/locations/harbour/votes/submit/employer", json=EMPLOYER_VOTE)
+        trips = counter.count
+        assert response.status_code == 201, response.get_json()
+        db.session.expire_all()
+        stored = db.session.get(Vote, response.get_json()["id"])
+        counts = db.session.get(VoteRevision, mill.location_id)
+        pending = db.session.get(Listing, mill.id).pending_votes
+        receipts = db.session.scalars(select(OutboxMessage.recipients)).all()
+
+    assert (stored.employer_id, stored.active, stored.your_email) == (
+        mill.id,
+        False,
+        "ann.voter@example.com",
+    )
+    assert (counts.pending, pending) == (1, 1)
+    assert receipts == [["ann.voter@example.com"]]
+    writes = [executed.sql.split()[0] for executed in run if not executed.sql.startswith("SELECT")]
+    assert writes == ["INSERT", "INSERT", "INSERT", "UPDATE"]
+    reads = len(run) - len(writes)
+    # BEGIN, each read, then the writes with the COMMIT.
+    assert trips == 1 + reads + 1

@@ -108,6 +108,7 @@ SUBMISSION = {
     "forms": True,
     "idempotent": True,
     "cross_site": True,
+    "writes_with_commit": True,
 }
 
 
