@@ -24,6 +24,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -97,12 +98,19 @@ RECEIPTS_SINCE = tuple(
 )
 
 
-def send_receipt(vote: Vote, location: Location, address: str) -> bool:
+def send_receipt(
+    vote: Vote, location: Location, address: str, history: "AddressHistory | None" = None
+) -> bool:
     """Give `vote` its token and queue its receipt to `address` (as the voter typed it: the
     vote stores its one spelling, and its keyed hash, which the allowance counts on),
-    unless that address had its allowance. Call before the vote has a token."""
+    unless that address had its allowance (its `history`, when read already). Call before
+    the vote has a token."""
     cap = current_app.config["VOTE_RECEIPTS_PER_ADDRESS"]
-    if cap <= 0 or receipts_sent_recently(address_hashes(vote), cap) >= cap:
+    if cap <= 0:
+        return False
+    if history is None:
+        history = AddressHistory(None, receipts_sent_recently(address_hashes(vote), cap))
+    if history.receipts >= cap:
         return False
     token, vote.receipt_token_hash = new_token()
     vote.receipt_expires_at = utcnow() + RECEIPT_LIFETIME
@@ -311,14 +319,49 @@ EARLIER_UNLINKED = tuple(
 )
 
 
-def mark_duplicate(vote: Vote) -> None:
-    """Point `vote` at the earliest earlier vote from its address for the same target.
+def mark_duplicate(vote: Vote, history: "AddressHistory | None" = None) -> None:
+    """Point `vote` at the earliest earlier vote from its address for the same target (its
+    `history`, when read already with its employer).
 
     Call before the vote is first flushed: it is counted in its employer's results (or not)
     with this already set.
     """
+    if history is not None:
+        vote.duplicate_of_id = history.earliest
+        return
     with db.session.no_autoflush:
         vote.duplicate_of_id = earliest_same_vote(vote)
+
+
+@dataclass(frozen=True, slots=True)
+class AddressHistory:
+    """What a voter's address did before, read in the statement that finds the employer its
+    new vote is for (`history_columns`): its earliest vote for that employer at the
+    location (the new one's original, if any), and its receipts of the last 24 hours,
+    counted up to the allowance."""
+
+    earliest: uuid.UUID | None
+    receipts: int
+
+
+def history_columns(employer: Any, several: bool) -> tuple[Any, Any]:
+    """An address's `AddressHistory` as two columns of a statement that reads `employer` (a
+    column), by its one hash or by `several`; bound by `history_values`."""
+    earliest = _earlier[several].where(Vote.employer_id == employer).limit(1)
+    return earliest.scalar_subquery(), RECEIPTS_SINCE[several].scalar_subquery()
+
+
+def history_values(address: str, location_id: uuid.UUID) -> tuple[bool, dict[str, Any]]:
+    """Whether `address` has several hashes (a key being rotated), and the values that
+    `history_columns` are bound by for a new vote from it at the location."""
+    hashes = email_hashes(address)
+    return len(hashes) > 1, {
+        "location_id": location_id,
+        "vote_id": None,  # the new vote: no row yet
+        "since": utcnow() - RECEIPT_WINDOW,
+        "up_to": max(current_app.config["VOTE_RECEIPTS_PER_ADDRESS"], 0),
+        **addressed(hashes),
+    }
 
 
 def delete_votes(votes: list[Vote]) -> None:

@@ -175,7 +175,15 @@ def test_unknown_and_expired_tokens_are_404(client, harbour, action):
     assert db.session.scalar(select(Vote.confirmed)) is False  # nothing changed
 
 
-def test_receipts_to_one_address_are_capped_but_votes_kept(app_factory):
+# A body names its employer by slug (read with the address's history, in one statement)
+# or by name alone (looked up apart): both paths, the same rules.
+BY_SLUG_OR_NAME = pytest.mark.parametrize(
+    "named", [{"employer": "works"}, {}], ids=["slug", "name"]
+)
+
+
+@BY_SLUG_OR_NAME
+def test_receipts_to_one_address_are_capped_but_votes_kept(app_factory, named):
     app = app_factory(VOTE_RECEIPTS_PER_ADDRESS=2)
     with app.app_context():
         harbour = make_location("harbour")
@@ -183,13 +191,36 @@ def test_receipts_to_one_address_are_capped_but_votes_kept(app_factory):
         client = app.test_client()
         # One address in three spellings: one allowance.
         for spelling in ("val@example.org", "VAL@example.org", "val@EXAMPLE.org"):
-            submit(client, yourEmail=spelling)
+            submit(client, yourEmail=spelling, **named)
         assert db.session.scalar(select(db.func.count()).select_from(Vote)) == 3
         receipts = [m for m in queued_mail() if m.template == "vote_receipt"]
         assert len(receipts) == 2
         # Another address has its own allowance.
-        submit(client, yourEmail="other@example.org")
+        submit(client, yourEmail="other@example.org", **named)
         assert len(queued_mail("other@example.org")) == 1
+
+
+@BY_SLUG_OR_NAME
+def test_while_the_key_is_rotated_an_address_is_known_by_either_hash(app_factory, named):
+    """Its vote hashed under the old key is the new one's original and spent its receipt."""
+    old, new = "the-old-secret-key-" + "o" * 20, "the-new-secret-key-" + "n" * 20
+    before = app_factory(SECRET_KEY=old, VOTE_RECEIPTS_PER_ADDRESS=1)
+    with before.app_context():
+        harbour = make_location("harbour")
+        make_listing("employer", harbour, "works", name="Harbour Works")
+        first = submit(before.test_client(), **named)
+    after = app_factory(SECRET_KEY=new, SECRET_KEY_FALLBACKS=[old], VOTE_RECEIPTS_PER_ADDRESS=1)
+    with after.app_context():
+        second = submit(after.test_client(), **named)
+        vote = db.session.get(Vote, uuid.UUID(second))
+        assert str(vote.duplicate_of_id) == first
+        assert vote.receipt_token_hash is None  # the allowance was spent under the old key
+        assert len(queued_mail(ADDRESS)) == 1
+        # A new address under the new key alone: its own allowance, no original.
+        third = db.session.get(
+            Vote, uuid.UUID(submit(after.test_client(), yourEmail="x@y.org", **named))
+        )
+        assert (third.duplicate_of_id, len(queued_mail("x@y.org"))) == (None, 1)
 
 
 @pytest.mark.parametrize("employer", ["works", None])

@@ -137,6 +137,26 @@ def employer_by_slug(location: Location, slug: str, within: str = "") -> Employe
     )
 
 
+# The employer a submission names by slug, and what the voter's address did before
+# (vote_integrity.AddressHistory), in one statement: by the address's one hash, or by
+# several while a key is rotated.
+EMPLOYER_WITH_HISTORY = tuple(
+    EMPLOYER_BY_SLUG.add_columns(*integrity.history_columns(Employer.id, several))
+    for several in (False, True)
+)
+
+
+def employer_with_history(
+    location: Location, slug: str, address: str
+) -> tuple[Employer, integrity.AddressHistory]:
+    """`employer_by_slug`, with what `address` did before at the location."""
+    several, values = integrity.history_values(address, location.id)
+    row = db.session.execute(EMPLOYER_WITH_HISTORY[several], {**values, "slug": slug}).first()
+    employer, *history = row or (None, None, 0)
+    employer = named_or_422(employer, Employer, slug, "employer", where=" at this location")
+    return employer, integrity.AddressHistory(*history)
+
+
 def employer_named(location: Location, name: str) -> Employer | None:
     """The employer of this location whose name equals `name`, ignoring case."""
     values = {"location_id": location.id, "folded": fold(name)}
@@ -163,11 +183,11 @@ def submit_employer(data, location: Location):
     """Submit an employer vote (public); it awaits moderation."""
     typed_email = data.pop("typed_email")
     slug_given = data.pop("employer", None)
-    employer = (
-        employer_by_slug(location, slug_given)
-        if slug_given
-        else employer_named(location, data["business_name"])
-    )
+    history = None  # read with the employer when the body names it by slug
+    if slug_given:
+        employer, history = employer_with_history(location, slug_given, data["your_email"])
+    else:
+        employer = employer_named(location, data["business_name"])
     # Held (answered as any other) when it looks automated: staff see it as suspect.
     suspect = integrity.screen_submission(location, data)
     vote = Vote(
@@ -178,9 +198,9 @@ def submit_employer(data, location: Location):
         suspect=suspect,
         **data,
     )
-    integrity.mark_duplicate(vote)  # recorded for staff; the answer is the same either way
+    integrity.mark_duplicate(vote, history)  # for staff; the answer is the same either way
     if not suspect:  # a held one mails no one: the address may be anybody's
-        integrity.send_receipt(vote, location, typed_email)
+        integrity.send_receipt(vote, location, typed_email, history)
     db.session.add(vote)
     db.session.flush()
     count(VOTES, VoteType.EMPLOYER.value, "held" if suspect else "accepted")
