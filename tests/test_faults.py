@@ -12,6 +12,7 @@ CI's PostgreSQL pass; the Redis and SMTP cases run in every pass.
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import psycopg
@@ -23,6 +24,7 @@ from sqlalchemy.exc import OperationalError
 
 from directory_api.cli import run_worker
 from directory_api.models import OutboxMessage, OutboxStatus, Region, User, Vote, utcnow
+from directory_api.platform import with_commit
 from directory_api.platform.extensions import db
 from directory_api.platform.outbox import deliver_due, queue_mail
 from directory_api.platform.timeouts import unbounded
@@ -37,7 +39,7 @@ from .conftest import (
     signed_in,
     smtp_settings,
 )
-from .factories import PASSWORD, make_location, make_region, make_user
+from .factories import PASSWORD, make_listing, make_location, make_region, make_user
 from .faults import RedisServer, SecureRedisServer, SilentSMTP, TcpProxy, tcp_proxy
 from .test_outbox import queue
 
@@ -81,6 +83,7 @@ DB_TIMEOUTS = {
 }
 # A request may pay one round trip (statement timeout + 1 s margin) and one reconnect.
 DB_BOUND = 6.0
+VOTE_URL = "/locations/harbour/votes/submit/employer"
 
 
 @pytest.fixture
@@ -226,6 +229,53 @@ def test_a_write_right_after_a_server_restart_is_refused_whole(app_factory):
         assert client.post("/regions/", json={"name": "Lake District"}).status_code == 201
     with fresh.app_context():
         assert db.session.scalar(select(func.count()).where(Region.name == "Lake District")) == 1
+
+
+@needs_postgresql
+@pytest.mark.parametrize("fault", ["cut", "freeze"])
+def test_a_vote_whose_writes_are_lost_on_their_way_is_refused_and_stored_once(
+    proxied_app, pg_proxy, monkeypatch, fault
+):
+    """The BEGIN, the writes and the COMMIT go in one message (platform/with_commit.py).
+    Cut on its way, none is kept: the client gets 503 and its retry stores the vote. Frozen,
+    the message may still arrive after the client gave up, and commit: as with any COMMIT
+    whose answer is lost, only `Idempotency-Key` tells the retry from a new vote."""
+    location = make_location("harbour")
+    make_listing("employer", location, "mill")
+    db.session.commit()
+    sending = with_commit._send
+
+    def lost_on_the_way(connection, held, *, commit):
+        getattr(pg_proxy, fault)()  # after the reads: the writes go into the fault
+        sending(connection, held, commit=commit)
+
+    monkeypatch.setattr(with_commit, "_send", lost_on_the_way)
+    client = proxied_app.test_client()
+    headers = {"Idempotency-Key": "vote-lost-on-its-way"} if fault == "freeze" else {}
+    vote = {
+        "yourName": "Ann",
+        "yourEmail": "ann@example.com",
+        "yourPhone": "+44 20 7946 0018",
+        "businessName": "Mill",
+        "businessBranch": "Quay",
+        "employer": "mill",
+        "voteBody": "Fair pay.",
+        "yourPosition": "Baker",
+    }
+    response, elapsed = timed(client.post, VOTE_URL, json=vote, headers=headers)
+    assert_unavailable(response, elapsed, DB_BOUND)
+    pg_proxy.restore()
+    monkeypatch.setattr(with_commit, "_send", sending)
+
+    def retried():
+        again = client.post(VOTE_URL, json=vote, headers=headers)
+        return again if again.status_code == 201 else None
+
+    answer = eventually(retried)
+    assert answer is not None
+    db.session.rollback()
+    assert db.session.scalars(select(Vote.id)).all() == [uuid.UUID(answer.get_json()["id"])]
+    assert db.session.scalar(select(func.count()).select_from(OutboxMessage)) == 1
 
 
 @needs_postgresql

@@ -4,8 +4,9 @@ what a failure looks like, on PostgreSQL (elsewhere nothing is held)."""
 import logging
 
 import pytest
+from psycopg.pq import TransactionStatus
 from sqlalchemy import func, select, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from directory_api.models import Region
 from directory_api.platform.extensions import db
@@ -26,7 +27,8 @@ def regions() -> dict[str, str]:
 
 
 def held() -> list[str]:
-    return db.session.connection().info.get("writes_sent_with_commit") or []
+    held = db.session.connection().info.get("writes_sent_with_commit")
+    return held.writes if held else []
 
 
 @needs_postgresql
@@ -121,3 +123,63 @@ def test_elsewhere_nothing_is_held(app):
     assert held() == []
     db.session.commit()
     assert regions() == {"lakes": "Lakes"}
+
+
+def server_side() -> tuple[str, bool]:
+    """The connection's transaction status (psycopg's name) and autocommit."""
+    dbapi_connection = db.session.connection().connection.dbapi_connection
+    status = TransactionStatus(dbapi_connection.pgconn.transaction_status)
+    return status.name, dbapi_connection.autocommit
+
+
+@needs_postgresql
+def test_reads_before_the_first_write_begin_nothing_and_the_begin_goes_with_the_writes(app):
+    send_with_commit(db.session)
+    dbapi_connection = db.session.connection().connection.dbapi_connection
+    assert regions() == {}
+    assert server_side() == ("IDLE", True)  # no BEGIN was sent for the read
+    db.session.add(Region(slug="lakes", name="Lakes"))
+    db.session.flush()
+    assert server_side() == ("IDLE", True)  # held: nothing sent yet
+    db.session.commit()  # BEGIN, the INSERT, COMMIT: one message
+
+    assert regions() == {"lakes": "Lakes"}
+    assert dbapi_connection.autocommit is False  # as the pool lent it
+
+
+@needs_postgresql
+def test_a_read_after_a_held_write_begins_the_transaction(app):
+    send_with_commit(db.session)
+    db.session.add(Region(slug="lakes", name="Lakes"))
+    db.session.flush()
+    assert db.session.scalar(select(func.count()).select_from(Region)) == 1  # it sees it
+    assert server_side() == ("INTRANS", True)
+    db.session.rollback()  # and the write goes with the transaction
+    assert regions() == {}
+
+
+@needs_postgresql
+def test_a_locking_read_begins_the_transaction_and_keeps_its_lock(app):
+    lakes = Region(slug="lakes", name="Lakes")
+    db.session.add(lakes)
+    db.session.flush()
+    lakes_id = lakes.id  # read before the commit (after it, reading it would begin one)
+    db.session.commit()
+    send_with_commit(db.session)
+    db.session.scalars(select(Region).where(Region.id == lakes_id).with_for_update()).one()
+    assert server_side() == ("INTRANS", True)
+    with db.engine.connect() as other, pytest.raises(OperationalError, match="could not obtain"):
+        other.execute(select(Region.id).where(Region.id == lakes_id).with_for_update(nowait=True))
+    db.session.commit()
+
+
+@needs_postgresql
+def test_under_another_isolation_level_the_transaction_begins_as_ever(app_factory):
+    app = app_factory(SQLALCHEMY_ENGINE_OPTIONS={"isolation_level": "REPEATABLE READ"})
+    with app.app_context():
+        send_with_commit(db.session)
+        assert regions() == {}
+        assert server_side() == ("INTRANS", False)  # one snapshot for all its statements
+        db.session.add(Region(slug="lakes", name="Lakes"))
+        db.session.commit()
+        assert regions() == {"lakes": "Lakes"}

@@ -10,38 +10,73 @@ quotes them), and go to the server in one message with the COMMIT: PostgreSQL ru
 message of several statements in turn and stops at the first that fails, so the
 transaction keeps all of them or none.
 
-- Any other statement (a read, an ORM update, a savepoint) sends the waiting writes first,
-  in their own round trip: what it reads or changes sees them, and their order holds.
+- The transaction's BEGIN goes with its writes too. Until the first write the connection
+  is in autocommit (psycopg's own setting: nothing is sent to switch it), so the reads that
+  come first are sent alone. Under READ COMMITTED, PostgreSQL's default, every statement
+  of a transaction sees its own snapshot anyway, and a plain read takes no lock a
+  transaction would keep: the answers are the same (platform/reads.py does the same for
+  GET). Under another isolation level the transaction begins as ever.
+- Any other statement (a read after a held write, a locking read, an ORM update, a
+  savepoint) begins the transaction if need be and sends the waiting writes first, in one
+  round trip: what it reads or changes sees them, and their order holds.
 - A write that fails is known at the commit, not at the flush: the commit raises the
   database's error as SQLAlchemy names it (an IntegrityError is a 409 as ever, and
   `Idempotency-Key`'s race is caught where it always was). Its statement reads
   `-- writes sent with COMMIT`: the SQL, which holds the values, never reaches a log.
+- A COMMIT whose answer is lost leaves the client unsure whether it was kept, as ever;
+  here the whole transaction is in that message, so a network that holds it back and
+  delivers it after the client gave up (a 503) may still commit all of it. A retry is
+  told apart by `Idempotency-Key`, whose record travels in the same message (a vote
+  retried without one is flagged a duplicate of the first, and counts once).
 - A rollback drops the writes, never sent. The waiting list lives with the connection only
   until its transaction ends (and is dropped when the pool takes the connection back).
 - Opt-in, per transaction: code that catches a write's error at its flush (a unique slug
   taken) must not use it. SQLite is left as it is (in-process: no round trip to save).
 """
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from sqlalchemy import Connection, Engine, event, exc
+from psycopg.pq import TransactionStatus
+from sqlalchemy import Connection, Engine, Select, event, exc
 from sqlalchemy.engine.interfaces import ExecutionContext
 from sqlalchemy.orm import Session
 
-WAITING = "writes_sent_with_commit"
+HELD = "writes_sent_with_commit"
+# Set on a connection put in autocommit here: it goes back when its transaction ends.
+SWITCHED = "autocommit_until_the_first_write"
 # The execution option that lets an UPDATE (or an upsert) wait for the commit: its
 # result (how many rows) is read by no one.
 WAITS = {"waits_for_commit": True}
 SENT = "-- writes sent with COMMIT"
+READ_COMMITTED = (None, psycopg.IsolationLevel.READ_COMMITTED)  # None: the server's default
+
+
+@dataclass
+class Held:
+    """A transaction's writes waiting for its commit, and whether the server has begun it."""
+
+    begun: bool
+    writes: list[str] = field(default_factory=list)
 
 
 def send_with_commit(session: Session) -> None:
-    """Hold this transaction's writes that may wait until its commit, then send them with it
-    (on PostgreSQL; elsewhere nothing changes)."""
+    """Hold this transaction's writes that may wait until its commit, then send them, with
+    its BEGIN, in one round trip (on PostgreSQL; elsewhere nothing changes). Call it
+    before the transaction's first statement, to spare its BEGIN too."""
     connection = session.connection()
-    if connection.dialect.name == "postgresql":
-        connection.info.setdefault(WAITING, [])
+    if connection.dialect.name != "postgresql" or HELD in connection.info:
+        return
+    dbapi_connection = connection.connection.dbapi_connection
+    unbegun = (
+        dbapi_connection.pgconn.transaction_status == TransactionStatus.IDLE
+        and dbapi_connection.isolation_level in READ_COMMITTED
+    )
+    if unbegun:
+        dbapi_connection.autocommit = True
+        connection.info[SWITCHED] = True
+    connection.info[HELD] = Held(begun=not unbegun)
 
 
 def may_wait(context: ExecutionContext) -> bool:
@@ -49,6 +84,12 @@ def may_wait(context: ExecutionContext) -> bool:
     if compiled is None or compiled.effective_returning:
         return False
     return bool(compiled.isinsert or context.execution_options.get("waits_for_commit"))
+
+
+def plain_read(context: ExecutionContext) -> bool:
+    """A SELECT that locks nothing: it may run before the transaction begins."""
+    statement = getattr(context.compiled, "statement", None)
+    return isinstance(statement, Select) and statement._for_update_arg is None
 
 
 def _execute(cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
@@ -64,38 +105,43 @@ def _execute_no_params(cursor: Any, statement: str, context: Any) -> bool:
 
 
 def _held(cursor: Any, statement: str, parameter_sets: Any, context: Any) -> bool:
-    """Whether the statement was held to wait for the commit (else it runs now, after the
-    writes that waited)."""
+    """Whether the statement was held to wait for the commit (else it runs now: alone, as
+    a read before the transaction begins, or after the BEGIN and the writes that waited)."""
     if context is None:
         return False
     connection = context.root_connection
-    waiting = _waiting(connection)
-    if waiting is None:
+    held = _held_by(connection)
+    if held is None:
         return False
     if may_wait(context):
         quote = psycopg.ClientCursor(cursor.connection).mogrify
-        waiting.extend(quote(statement, parameters) for parameters in parameter_sets)
+        held.writes.extend(quote(statement, parameters) for parameters in parameter_sets)
         return True
-    if waiting:
-        _send(connection, waiting, commit=False)
+    if held.begun:
+        if held.writes:
+            _send(connection, held, commit=False)
+    elif held.writes or not plain_read(context):
+        _send(connection, held, commit=False)
     return False
 
 
-def _waiting(connection: Connection, *, take: bool = False) -> list[str] | None:
-    """The connection's waiting writes (taken away with `take`); None when it holds none."""
+def _held_by(connection: Connection, *, take: bool = False) -> Held | None:
+    """The connection's held writes (taken away with `take`); None when it holds none."""
     if connection.invalidated:  # lost: its entry's list went with it
         return None
     try:
         info = connection.info
     except NotImplementedError:  # the dialect's first look at a new connection: no pool entry
         return None
-    return info.pop(WAITING, None) if take else info.get(WAITING)
+    return info.pop(HELD, None) if take else info.get(HELD)
 
 
-def _send(connection: Connection, waiting: list[str], *, commit: bool) -> None:
-    """Run the waiting writes (and the COMMIT) in one round trip."""
-    statements = [*waiting, "COMMIT"] if commit else list(waiting)
-    waiting.clear()
+def _send(connection: Connection, held: Held, *, commit: bool) -> None:
+    """Begin the transaction if need be, run the waiting writes (and the COMMIT), in one
+    round trip."""
+    statements = [*([] if held.begun else ["BEGIN"]), *held.writes, *(["COMMIT"] if commit else [])]
+    held.writes.clear()
+    held.begun = True
     dbapi_connection = connection.connection.dbapi_connection
     try:
         dbapi_connection.execute(";\n".join(statements))
@@ -115,20 +161,33 @@ def _send(connection: Connection, waiting: list[str], *, commit: bool) -> None:
         ) from error
 
 
+def _switch_back(dbapi_connection: Any, info: dict[str, Any]) -> None:
+    """Out of autocommit again once no transaction is open (psycopg refuses it in one)."""
+    idle = dbapi_connection.pgconn.transaction_status == TransactionStatus.IDLE
+    if idle and info.pop(SWITCHED, False):
+        dbapi_connection.autocommit = False
+
+
 def _commit(connection: Connection) -> None:
     """Before the COMMIT: the waiting writes go with it (psycopg's own COMMIT then finds
     the transaction ended and sends nothing)."""
-    waiting = _waiting(connection, take=True)
-    if waiting:
-        _send(connection, waiting, commit=True)
+    held = _held_by(connection, take=True)
+    if held is None:
+        return
+    if held.writes:
+        _send(connection, held, commit=True)
+    _switch_back(connection.connection.dbapi_connection, connection.info)
 
 
 def _rollback(connection: Connection) -> None:
-    _waiting(connection, take=True)
+    if _held_by(connection, take=True) is not None:
+        _switch_back(connection.connection.dbapi_connection, connection.info)
 
 
-def _checkin(_dbapi_connection: Any, record: Any) -> None:
-    record.info.pop(WAITING, None)
+def _checkin(dbapi_connection: Any, record: Any) -> None:
+    record.info.pop(HELD, None)
+    if dbapi_connection is not None:  # None: it was lost, and is gone with its settings
+        _switch_back(dbapi_connection, record.info)  # a transaction psycopg ended
 
 
 def hold_writes_for_commit(engine: Engine) -> None:
