@@ -115,8 +115,9 @@ class Endpoint:
     # as `Unlocated` instead of its location, finds the location in the statement that
     # does its work (one round trip, not two), and asks `answer_if_known` itself.
     locate_later: Callable[[], bool] | None = None
-    # Its writes whose results it never reads go to PostgreSQL with the commit, in one
-    # round trip (platform/with_commit.py): for views that catch no write's error at a flush.
+    # Its reads go before any transaction, and its writes whose results it never reads go
+    # to PostgreSQL with its BEGIN in one round trip at the commit (platform/with_commit.py):
+    # for views that catch no write's error at a flush.
     writes_with_commit: bool = False
 
 

@@ -27,10 +27,17 @@ class TcpProxy:
     `restore()` forwards again.
     """
 
-    def __init__(self, target: tuple[str, int], watch_replies: Callable | None = None) -> None:
+    def __init__(
+        self,
+        target: tuple[str, int],
+        watch_replies: Callable | None = None,
+        watch_requests: Callable | None = None,
+    ) -> None:
         self.target = target
-        # Called for each connection: returns what is fed every chunk the server sends.
+        # Called for each connection: returns what is fed every chunk the server sends
+        # (the client sends).
         self.watch_replies = watch_replies
+        self.watch_requests = watch_requests
         self.port = free_port()
         self.flowing = threading.Event()
         self.flowing.set()
@@ -63,7 +70,8 @@ class TcpProxy:
             with self.lock:
                 self.sockets.update((client, upstream))
             watch = self.watch_replies() if self.watch_replies else None
-            for source, sink, seen in ((client, upstream, None), (upstream, client, watch)):
+            asked = self.watch_requests() if self.watch_requests else None
+            for source, sink, seen in ((client, upstream, asked), (upstream, client, watch)):
                 threading.Thread(target=self._pump, args=(source, sink, seen), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, seen: Callable | None) -> None:
@@ -119,6 +127,47 @@ class TcpProxy:
         self.cut()
 
 
+class SentToPostgreSQL:
+    """What clients send PostgreSQL, message by message: (type, body) after each connection's
+    start-up message (which has no type). Needs a connection without TLS."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, bytes]] = []
+        self.lock = threading.Lock()
+
+    def watcher(self) -> Callable[[bytes], None]:
+        buffer = bytearray()
+        started = False
+
+        def seen(data: bytes) -> None:
+            nonlocal started
+            buffer.extend(data)
+            while True:
+                if not started:  # length, then the protocol and its parameters
+                    if len(buffer) < 4:
+                        return
+                    length = int.from_bytes(buffer[:4], "big")
+                    if len(buffer) < length:
+                        return
+                    del buffer[:length]
+                    started = True
+                    continue
+                if len(buffer) < 5:
+                    return
+                length = int.from_bytes(buffer[1:5], "big")
+                if len(buffer) < 1 + length:
+                    return
+                with self.lock:
+                    self.messages.append((chr(buffer[0]), bytes(buffer[5 : 1 + length])))
+                del buffer[: 1 + length]
+
+        return seen
+
+    def of_type(self, *types: str) -> list[bytes]:
+        with self.lock:
+            return [body for kind, body in self.messages if kind in types]
+
+
 class RoundTrips:
     """Counts round trips to PostgreSQL in its replies: each ends with one ReadyForQuery
     message (a simple query, an extended-protocol Sync, and the start-up exchange alike).
@@ -155,8 +204,13 @@ class RoundTrips:
 
 
 @contextmanager
-def tcp_proxy(host: str, port: int, watch_replies: Callable | None = None) -> Iterator[TcpProxy]:
-    proxy = TcpProxy((host, port), watch_replies)
+def tcp_proxy(
+    host: str,
+    port: int,
+    watch_replies: Callable | None = None,
+    watch_requests: Callable | None = None,
+) -> Iterator[TcpProxy]:
+    proxy = TcpProxy((host, port), watch_replies, watch_requests)
     try:
         yield proxy
     finally:

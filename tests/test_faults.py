@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 import redis
-from sqlalchemy import func, select, text
+from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
@@ -84,6 +84,16 @@ DB_TIMEOUTS = {
 # A request may pay one round trip (statement timeout + 1 s margin) and one reconnect.
 DB_BOUND = 6.0
 VOTE_URL = "/locations/harbour/votes/submit/employer"
+VOTE = {
+    "yourName": "Ann",
+    "yourEmail": "ann@example.com",
+    "yourPhone": "+44 20 7946 0018",
+    "businessName": "Mill",
+    "businessBranch": "Quay",
+    "employer": "mill",
+    "voteBody": "Fair pay.",
+    "yourPosition": "Baker",
+}
 
 
 @pytest.fixture
@@ -236,39 +246,30 @@ def test_a_write_right_after_a_server_restart_is_refused_whole(app_factory):
 def test_a_vote_whose_writes_are_lost_on_their_way_is_refused_and_stored_once(
     proxied_app, pg_proxy, monkeypatch, fault
 ):
-    """The BEGIN, the writes and the COMMIT go in one message (platform/with_commit.py).
-    Cut on its way, none is kept: the client gets 503 and its retry stores the vote. Frozen,
-    the message may still arrive after the client gave up, and commit: as with any COMMIT
-    whose answer is lost, only `Idempotency-Key` tells the retry from a new vote."""
+    """The BEGIN and the writes go in one round trip, the COMMIT after it
+    (platform/with_commit.py). Cut or frozen on their way, none is kept, even when the
+    frozen message reaches the server after the client gave up: the client gets 503, and
+    its retry, with no `Idempotency-Key`, stores the vote once."""
     location = make_location("harbour")
     make_listing("employer", location, "mill")
     db.session.commit()
     sending = with_commit._send
 
-    def lost_on_the_way(connection, held, *, commit):
+    def lost_on_the_way(connection, held):
         getattr(pg_proxy, fault)()  # after the reads: the writes go into the fault
-        sending(connection, held, commit=commit)
+        sending(connection, held)
 
     monkeypatch.setattr(with_commit, "_send", lost_on_the_way)
     client = proxied_app.test_client()
-    headers = {"Idempotency-Key": "vote-lost-on-its-way"} if fault == "freeze" else {}
-    vote = {
-        "yourName": "Ann",
-        "yourEmail": "ann@example.com",
-        "yourPhone": "+44 20 7946 0018",
-        "businessName": "Mill",
-        "businessBranch": "Quay",
-        "employer": "mill",
-        "voteBody": "Fair pay.",
-        "yourPosition": "Baker",
-    }
-    response, elapsed = timed(client.post, VOTE_URL, json=vote, headers=headers)
+    vote = VOTE
+    response, elapsed = timed(client.post, VOTE_URL, json=vote)
     assert_unavailable(response, elapsed, DB_BOUND)
+    assert db.engine.pool.checkedout() == 0  # the lost connection gave its place back
     pg_proxy.restore()
     monkeypatch.setattr(with_commit, "_send", sending)
 
     def retried():
-        again = client.post(VOTE_URL, json=vote, headers=headers)
+        again = client.post(VOTE_URL, json=vote)
         return again if again.status_code == 201 else None
 
     answer = eventually(retried)
@@ -276,6 +277,47 @@ def test_a_vote_whose_writes_are_lost_on_their_way_is_refused_and_stored_once(
     db.session.rollback()
     assert db.session.scalars(select(Vote.id)).all() == [uuid.UUID(answer.get_json()["id"])]
     assert db.session.scalar(select(func.count()).select_from(OutboxMessage)) == 1
+
+
+@needs_postgresql
+def test_a_vote_whose_writes_wait_past_the_client_s_bound_is_refused_and_kept_nowhere(
+    app_factory,
+):
+    """The writes travel in one round trip, bound as any (statement timeout + 1 s), while
+    the server bounds each statement: two lock waits, each within the statement timeout,
+    may pass the round trip's bound together. The client gives up (503) before the COMMIT
+    is sent, so the server rolls the writes back: nothing is kept."""
+    app = app_factory(DATABASE_STATEMENT_TIMEOUT=1.5)  # the client waits 2.5 s
+    with app.app_context():
+        harbour = make_location("harbour")
+        works = make_listing("employer", harbour, "works")
+        db.session.commit()
+        location_id, employer_id = harbour.id, works.id
+    holders = create_engine(PG_URL)
+    counts, employer = holders.connect(), holders.connect()
+    try:
+        counts.execute(
+            text("SELECT 1 FROM vote_revisions WHERE location_id = :id FOR UPDATE"),
+            {"id": location_id},
+        )
+        employer.execute(
+            text("SELECT 1 FROM listings WHERE id = :id FOR NO KEY UPDATE"), {"id": employer_id}
+        )
+        threading.Timer(1.4, counts.commit).start()  # each wait under 1.5 s, 2.8 s together
+        threading.Timer(2.8, employer.commit).start()
+        with app.app_context():
+            response, elapsed = timed(
+                app.test_client().post, VOTE_URL, json={**VOTE, "employer": "works"}
+            )
+            assert_unavailable(response, elapsed, 4.0)
+            time.sleep(1.0)  # the locks are gone: had the writes been committed, they would be
+            db.session.rollback()
+            assert db.session.scalar(select(func.count()).select_from(Vote)) == 0
+            assert db.session.scalar(select(func.count()).select_from(OutboxMessage)) == 0
+    finally:
+        counts.close()
+        employer.close()
+        holders.dispose()
 
 
 @needs_postgresql

@@ -18,7 +18,7 @@ from directory_api.platform.reads import autocommit_engine
 
 from .conftest import PG_URL, forget_answers, signed_in, statements_run
 from .factories import PASSWORD, grant, make_listing, make_location, make_social, make_user
-from .faults import RoundTrips, tcp_proxy
+from .faults import RoundTrips, SentToPostgreSQL, tcp_proxy
 
 needs_postgresql = pytest.mark.skipif(
     not PG_URL, reason="counts PostgreSQL's round trips (CI's PostgreSQL pass runs it)"
@@ -235,18 +235,18 @@ EMPLOYER_VOTE = {
 @pytest.mark.parametrize(
     ("named", "votes_read", "trips"),
     [
-        # The location; the employer with its voter's earlier vote and receipts; then
-        # BEGIN, the writes and the COMMIT in one message (it was 10 round trips).
-        ({"employer": "mill"}, [0, 2], 3),
+        # The location; the employer with its voter's earlier vote and receipts; BEGIN
+        # and the writes in one pipeline; the COMMIT (it was 10 round trips).
+        ({"employer": "mill"}, [0, 2], 4),
         # By name alone: the employers of that name, then the earlier vote, the receipts.
-        ({}, [0, 0, 1, 1], 5),
+        ({}, [0, 0, 1, 1], 6),
     ],
     ids=["by-slug", "by-name"],
 )
 def test_an_employer_vote_sends_its_writes_with_the_commit(proxied, named, votes_read, trips):
     """Issue 36: the vote, its receipt in the outbox, its location's counts and revision and
-    its employer's counts go to PostgreSQL in one message with the BEGIN and the COMMIT,
-    after the reads that come first."""
+    its employer's counts go to PostgreSQL in one round trip with the BEGIN, after the
+    reads that come first (no transaction), and the COMMIT after them."""
     body = {key: value for key, value in EMPLOYER_VOTE.items() if key != "employer"} | named
     with proxied() as (counter, client):
         mill = make_listing(
@@ -281,3 +281,27 @@ def test_an_employer_vote_sends_its_writes_with_the_commit(proxied, named, votes
     ]
     assert [sql.count("FROM votes") for sql in reads] == votes_read
     assert sent == trips
+
+
+@needs_postgresql
+def test_a_vote_s_values_reach_postgresql_as_parameters_never_in_its_sql(app_factory):
+    """Held writes go as they were to be executed (platform/with_commit.py): a statement
+    that fails is logged by PostgreSQL with `$1`, never with a voter's address."""
+    sent = SentToPostgreSQL()
+    url = make_url(PG_URL)
+    with tcp_proxy(url.host or "127.0.0.1", url.port or 5432, watch_requests=sent.watcher) as proxy:
+        proxied = url.set(host="127.0.0.1", port=proxy.port, query={"sslmode": "disable"})
+        app = app_factory(SQLALCHEMY_DATABASE_URI=proxied.render_as_string(False))
+        with app.app_context():
+            make_listing("employer", make_location("harbour"), "mill")
+            db.session.commit()
+            response = app.test_client().post(
+                "/locations/harbour/votes/submit/employer", json=EMPLOYER_VOTE
+            )
+    assert response.status_code == 201, response.get_json()
+    sql = b"".join(sent.of_type("P", "Q"))  # Parse (extended protocol) and simple queries
+    values = b"".join(sent.of_type("B"))  # Bind: the parameters
+    assert b"INSERT INTO votes" in sql
+    for personal in (b"ann.voter@example.com", b"Ann Voter", b"7946 0018", b"Fair pay."):
+        assert personal not in sql
+        assert personal in values

@@ -27,8 +27,9 @@ def regions() -> dict[str, str]:
 
 
 def held() -> list[str]:
+    """The SQL of the writes held (each with its parameters, apart)."""
     held = db.session.connection().info.get("writes_sent_with_commit")
-    return held.writes if held else []
+    return [statement for statement, _, _ in held.writes] if held else []
 
 
 @needs_postgresql
@@ -183,3 +184,20 @@ def test_under_another_isolation_level_the_transaction_begins_as_ever(app_factor
         db.session.add(Region(slug="lakes", name="Lakes"))
         db.session.commit()
         assert regions() == {"lakes": "Lakes"}
+
+
+@needs_postgresql
+def test_a_savepoint_ends_the_holding_so_its_rollback_meets_the_error(app):
+    """Code that rolls back to a savepoint expects a write's error at its flush: from the
+    savepoint on, writes go as they come, and the transaction goes on as without holding."""
+    db.session.add(Region(slug="taken", name="Taken"))
+    db.session.commit()
+    send_with_commit(db.session)
+    db.session.add(Region(slug="first", name="First"))
+    db.session.flush()  # held
+    with pytest.raises(IntegrityError), db.session.begin_nested():
+        db.session.add(Region(slug="taken", name="Again"))
+        db.session.flush()  # sent at once: the error is met here
+    db.session.add(Region(slug="third", name="Third"))
+    db.session.commit()
+    assert set(regions()) == {"taken", "first", "third"}

@@ -1,33 +1,39 @@
-"""Writes that travel with the COMMIT (PostgreSQL): one round trip for a transaction's
-writes, however many statements they are.
+"""A write's statements in one round trip (PostgreSQL): its BEGIN and its writes travel
+together, then its COMMIT.
 
 A write whose result nobody reads need not be sent the moment it is made: an INSERT
 without RETURNING (the ORM's inserts, whose keys are made here), or an UPDATE or upsert
 marked `WAITS` (the stored counts a flush keeps; an ORM update is never held, since the
 ORM reads how many rows it matched). Once a transaction calls `send_with_commit`, such
-writes wait, each with its values written into its SQL by psycopg (as its `ClientCursor`
-quotes them), and go to the server in one message with the COMMIT: PostgreSQL runs a
-message of several statements in turn and stops at the first that fails, so the
-transaction keeps all of them or none.
+writes wait, as they were to be executed (the statement and its parameters), and at the
+commit go to the server in one psycopg pipeline: BEGIN, then each write with its values
+as parameters (never written into the SQL: a failing statement in PostgreSQL's log shows
+`$1`, not a voter's address), one Sync, one round trip. The COMMIT follows on its own.
 
-- The transaction's BEGIN goes with its writes too. Until the first write the connection
-  is in autocommit (psycopg's own setting: nothing is sent to switch it), so the reads that
-  come first are sent alone. Under READ COMMITTED, PostgreSQL's default, every statement
-  of a transaction sees its own snapshot anyway, and a plain read takes no lock a
-  transaction would keep: the answers are the same (platform/reads.py does the same for
-  GET). Under another isolation level the transaction begins as ever.
+- Until the first write the connection is in autocommit (psycopg's own setting: nothing is
+  sent to switch it), so the reads that come first are sent alone. Under READ COMMITTED,
+  PostgreSQL's default, every statement of a transaction sees its own snapshot anyway,
+  and a plain read takes no lock a transaction would keep: the answers are the same
+  (platform/reads.py does the same for GET). Under another isolation level set for the
+  connection the transaction begins as ever (a role's or database's own default is not
+  seen here: this assumes PostgreSQL's).
 - Any other statement (a read after a held write, a locking read, an ORM update, a
   savepoint) begins the transaction if need be and sends the waiting writes first, in one
   round trip: what it reads or changes sees them, and their order holds.
-- A write that fails is known at the commit, not at the flush: the commit raises the
-  database's error as SQLAlchemy names it (an IntegrityError is a 409 as ever, and
-  `Idempotency-Key`'s race is caught where it always was). Its statement reads
-  `-- writes sent with COMMIT`: the SQL, which holds the values, never reaches a log.
-- A COMMIT whose answer is lost leaves the client unsure whether it was kept, as ever;
-  here the whole transaction is in that message, so a network that holds it back and
-  delivers it after the client gave up (a 503) may still commit all of it. A retry is
-  told apart by `Idempotency-Key`, whose record travels in the same message (a vote
-  retried without one is flagged a duplicate of the first, and counts once).
+- A write that fails is known at the commit (or at the statement that sent it), not at
+  the flush: the database's error as SQLAlchemy names it (an IntegrityError is a 409 as
+  ever, and `Idempotency-Key`'s race is caught where it always was), its statement shown
+  as `-- writes sent with COMMIT` and no values. The transaction is then aborted on the
+  server, as after any failed statement: nothing more runs in it until it is rolled back
+  (or back to a savepoint taken before).
+- The COMMIT is never in the writes' round trip. A client that gives up on that round
+  trip (the server or the network stalled, or the writes waited on locks past the client's
+  bound: `DATABASE_STATEMENT_TIMEOUT` + 1 s for the whole round trip) closes the
+  connection, and the server rolls the writes back: a 503 keeps nothing, as before. Only
+  the COMMIT's own answer, if lost, leaves a client unsure, as ever.
+- A savepoint ends the holding: the writes waiting go before it, and every write after it
+  is sent as it comes, so that code rolling back to the savepoint meets the error where
+  it expects it.
 - A rollback drops the writes, never sent. The waiting list lives with the connection only
   until its transaction ends (and is dropped when the pool takes the connection back).
 - Opt-in, per transaction: code that catches a write's error at its flush (a unique slug
@@ -49,7 +55,7 @@ SWITCHED = "autocommit_until_the_first_write"
 # The execution option that lets an UPDATE (or an upsert) wait for the commit: its
 # result (how many rows) is read by no one.
 WAITS = {"waits_for_commit": True}
-SENT = "-- writes sent with COMMIT"
+SENT = "-- writes sent together (platform/with_commit.py)"
 READ_COMMITTED = (None, psycopg.IsolationLevel.READ_COMMITTED)  # None: the server's default
 
 
@@ -58,7 +64,11 @@ class Held:
     """A transaction's writes waiting for its commit, and whether the server has begun it."""
 
     begun: bool
-    writes: list[str] = field(default_factory=list)
+    # False once a savepoint is taken: from then on every write is sent as it comes, so
+    # that its error is met at its flush, where a rollback to the savepoint expects it.
+    holding: bool = True
+    # Each as it was to be executed: the statement, its parameters, and whether many sets.
+    writes: list[tuple[str, Any, bool]] = field(default_factory=list)
 
 
 def send_with_commit(session: Session) -> None:
@@ -93,18 +103,18 @@ def plain_read(context: ExecutionContext) -> bool:
 
 
 def _execute(cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
-    return _held(cursor, statement, (parameters,), context)
+    return _held(cursor, statement, parameters, context, many=False)
 
 
 def _executemany(cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
-    return _held(cursor, statement, parameters, context)
+    return _held(cursor, statement, parameters, context, many=True)
 
 
 def _execute_no_params(cursor: Any, statement: str, context: Any) -> bool:
-    return _held(cursor, statement, (None,), context)
+    return _held(cursor, statement, None, context, many=False)
 
 
-def _held(cursor: Any, statement: str, parameter_sets: Any, context: Any) -> bool:
+def _held(cursor: Any, statement: str, parameters: Any, context: Any, *, many: bool) -> bool:
     """Whether the statement was held to wait for the commit (else it runs now: alone, as
     a read before the transaction begins, or after the BEGIN and the writes that waited)."""
     if context is None:
@@ -113,15 +123,11 @@ def _held(cursor: Any, statement: str, parameter_sets: Any, context: Any) -> boo
     held = _held_by(connection)
     if held is None:
         return False
-    if may_wait(context):
-        quote = psycopg.ClientCursor(cursor.connection).mogrify
-        held.writes.extend(quote(statement, parameters) for parameters in parameter_sets)
+    if held.holding and may_wait(context):
+        held.writes.append((statement, parameters, many))
         return True
-    if held.begun:
-        if held.writes:
-            _send(connection, held, commit=False)
-    elif held.writes or not plain_read(context):
-        _send(connection, held, commit=False)
+    if held.writes or not (held.begun or plain_read(context)):
+        _send(connection, held)
     return False
 
 
@@ -136,21 +142,27 @@ def _held_by(connection: Connection, *, take: bool = False) -> Held | None:
     return info.pop(HELD, None) if take else info.get(HELD)
 
 
-def _send(connection: Connection, held: Held, *, commit: bool) -> None:
-    """Begin the transaction if need be, run the waiting writes (and the COMMIT), in one
-    round trip."""
-    statements = [*([] if held.begun else ["BEGIN"]), *held.writes, *(["COMMIT"] if commit else [])]
+def _send(connection: Connection, held: Held) -> None:
+    """Begin the transaction if need be and run the waiting writes: one pipeline, one Sync,
+    one round trip. A failure leaves the server's transaction aborted, as any failed
+    statement does."""
+    writes, begin = list(held.writes), not held.begun
     held.writes.clear()
     held.begun = True
     dbapi_connection = connection.connection.dbapi_connection
     try:
-        dbapi_connection.execute(";\n".join(statements))
+        with dbapi_connection.pipeline(), dbapi_connection.cursor() as cursor:
+            if begin:
+                cursor.execute("BEGIN")
+            for statement, parameters, many in writes:
+                if many:
+                    cursor.executemany(statement, parameters)
+                else:
+                    cursor.execute(statement, parameters)
     except psycopg.Error as error:
         invalidated = connection.dialect.is_disconnect(error, dbapi_connection, None)
         if invalidated:
             connection.invalidate(error)
-        else:
-            dbapi_connection.rollback()  # the transaction failed: end it here
         raise exc.DBAPIError.instance(
             SENT,
             None,
@@ -169,14 +181,19 @@ def _switch_back(dbapi_connection: Any, info: dict[str, Any]) -> None:
 
 
 def _commit(connection: Connection) -> None:
-    """Before the COMMIT: the waiting writes go with it (psycopg's own COMMIT then finds
-    the transaction ended and sends nothing)."""
+    """Before the COMMIT (psycopg's, in a round trip of its own): the waiting writes."""
     held = _held_by(connection, take=True)
     if held is None:
         return
     if held.writes:
-        _send(connection, held, commit=True)
+        _send(connection, held)
     _switch_back(connection.connection.dbapi_connection, connection.info)
+
+
+def _savepoint(connection: Connection, _name: str) -> None:
+    held = _held_by(connection)
+    if held is not None:
+        held.holding = False
 
 
 def _rollback(connection: Connection) -> None:
@@ -197,4 +214,5 @@ def hold_writes_for_commit(engine: Engine) -> None:
     event.listen(engine, "do_execute_no_params", _execute_no_params, retval=True)
     event.listen(engine, "commit", _commit)
     event.listen(engine, "rollback", _rollback)
+    event.listen(engine, "savepoint", _savepoint)
     event.listen(engine, "checkin", _checkin)
