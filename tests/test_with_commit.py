@@ -1,4 +1,4 @@
-"""Writes sent with the COMMIT (platform/with_commit.py): what is kept, in which order, and
+"""Writes held for the commit (platform/with_commit.py): what is kept, in which order, and
 what a failure looks like, on PostgreSQL (elsewhere nothing is held)."""
 
 import logging
@@ -7,8 +7,9 @@ import pytest
 from psycopg.pq import TransactionStatus
 from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session
 
-from directory_api.models import Region
+from directory_api.models import OutboxMessage, Region
 from directory_api.platform.extensions import db
 from directory_api.platform.with_commit import SENT, WAITS, send_with_commit
 
@@ -18,7 +19,7 @@ needs_postgresql = pytest.mark.skipif(
     not PG_URL, reason="holds writes on PostgreSQL only (CI's PostgreSQL pass runs it)"
 )
 # Quotes, a backslash, a percent sign, a placeholder's look, line breaks and characters
-# past ASCII: each written into the SQL by psycopg, read back as it was.
+# past ASCII: each sent as a parameter, read back as it was.
 AWKWARD = 'O\'Brien \\ 100% %(name)s %s "q" \n\r\t – ß 漢字 \u2028 😀'
 
 
@@ -142,7 +143,7 @@ def test_reads_before_the_first_write_begin_nothing_and_the_begin_goes_with_the_
     db.session.add(Region(slug="lakes", name="Lakes"))
     db.session.flush()
     assert server_side() == ("IDLE", True)  # held: nothing sent yet
-    db.session.commit()  # BEGIN, the INSERT, COMMIT: one message
+    db.session.commit()  # BEGIN, the INSERT, COMMIT: one round trip
 
     assert regions() == {"lakes": "Lakes"}
     assert dbapi_connection.autocommit is False  # as the pool lent it
@@ -201,3 +202,72 @@ def test_a_savepoint_ends_the_holding_so_its_rollback_meets_the_error(app):
     db.session.add(Region(slug="third", name="Third"))
     db.session.commit()
     assert set(regions()) == {"taken", "first", "third"}
+
+
+def taken_again() -> None:
+    """A held write that will fail: the slug `taken` exists."""
+    db.session.add(Region(slug="taken", name="Again"))
+    db.session.flush()
+
+
+@needs_postgresql
+def test_a_failed_send_sticks_so_a_caught_error_cannot_commit_what_is_left(app):
+    """The held write fails where the savepoint sends it, inside a block that catches its
+    own errors: the commit after it must not report success (PostgreSQL would answer
+    the aborted transaction's COMMIT with a ROLLBACK, and no error)."""
+    db.session.add(Region(slug="taken", name="Taken"))
+    db.session.commit()
+    send_with_commit(db.session)
+    db.session.add(Region(slug="first", name="First"))
+    taken_again()
+    with pytest.raises(IntegrityError), db.session.begin_nested():
+        db.session.execute(text("SELECT 1"))  # its SAVEPOINT first, which sends what waits
+    with pytest.raises(IntegrityError):
+        db.session.commit()
+    db.session.rollback()
+    assert regions() == {"taken": "Taken"}
+
+
+@needs_postgresql
+def test_a_value_psycopg_cannot_send_fails_the_commit_and_keeps_nothing(app):
+    send_with_commit(db.session)
+    db.session.add(Region(slug="lakes", name="Lakes"))
+    db.session.add(
+        OutboxMessage(recipients={"a set": "of"}.keys(), subject="s", body="b", template="t")
+    )
+    db.session.flush()  # held: the JSON is dumped when sent
+    with pytest.raises(TypeError):
+        db.session.commit()
+    db.session.rollback()
+    assert regions() == {}
+
+
+@needs_postgresql
+def test_a_commit_that_fails_leaves_its_connection_clean_even_unrolled_back(app):
+    """A session closed without its rollback hands the pool back its connection: idle,
+    out of autocommit, ready for a transaction that did not opt in."""
+    db.session.add(Region(slug="taken", name="Taken"))
+    db.session.commit()
+    send_with_commit(db.session)
+    lent = db.session.connection().connection.dbapi_connection
+    taken_again()
+    with pytest.raises(IntegrityError):
+        db.session.commit()
+    db.session.close()
+    status = TransactionStatus(lent.pgconn.transaction_status)
+    assert (status.name, lent.autocommit) == ("IDLE", False)
+    db.session.add(Region(slug="lakes", name="Lakes"))
+    db.session.commit()
+    assert set(regions()) == {"taken", "lakes"}
+
+
+@needs_postgresql
+def test_the_next_transaction_on_a_connection_still_lent_is_out_of_autocommit(app):
+    with db.engine.connect() as connection, Session(bind=connection) as session:
+        send_with_commit(session)
+        session.add(Region(slug="lakes", name="Lakes"))
+        session.commit()
+        session.add(Region(slug="fells", name="Fells"))
+        session.flush()  # not held: this transaction did not opt in
+        session.rollback()
+    assert regions() == {"lakes": "Lakes"}

@@ -23,9 +23,10 @@ as parameters (never written into the SQL: a failing statement in PostgreSQL's l
 - A write that fails is known at the commit (or at the statement that sent it), not at
   the flush: the database's error as SQLAlchemy names it (an IntegrityError is a 409 as
   ever, and `Idempotency-Key`'s race is caught where it always was), its statement shown
-  as `-- writes sent with COMMIT` and no values. The transaction is then aborted on the
-  server, as after any failed statement: nothing more runs in it until it is rolled back
-  (or back to a savepoint taken before).
+  as `SENT` and no values. The failure sticks: any later statement of the transaction,
+  and its commit, raise it again (the server's transaction is aborted, or holds some
+  writes and not others: it must not commit), and a commit that fails ends the server's
+  transaction itself, so no connection goes back to the pool mid-transaction.
 - The COMMIT is never in the writes' round trip. A client that gives up on that round
   trip (the server or the network stalled, or the writes waited on locks past the client's
   bound: `DATABASE_STATEMENT_TIMEOUT` + 1 s for the whole round trip) closes the
@@ -36,6 +37,10 @@ as parameters (never written into the SQL: a failing statement in PostgreSQL's l
   it expects it.
 - A rollback drops the writes, never sent. The waiting list lives with the connection only
   until its transaction ends (and is dropped when the pool takes the connection back).
+- A held write keeps its parameters as SQLAlchemy made them until the commit: a value
+  changed in place meanwhile (a JSON list) would be sent changed. Nothing here does that.
+- Listeners of `before_cursor_execute` (echo, recorded queries) see a held write when it
+  is held, not when it runs.
 - Opt-in, per transaction: code that catches a write's error at its flush (a unique slug
   taken) must not use it. SQLite is left as it is (in-process: no round trip to save).
 """
@@ -69,6 +74,8 @@ class Held:
     holding: bool = True
     # Each as it was to be executed: the statement, its parameters, and whether many sets.
     writes: list[tuple[str, Any, bool]] = field(default_factory=list)
+    # Why sending failed: nothing more may run in the transaction, nor may it commit.
+    failed: BaseException | None = None
 
 
 def send_with_commit(session: Session) -> None:
@@ -123,6 +130,8 @@ def _held(cursor: Any, statement: str, parameters: Any, context: Any, *, many: b
     held = _held_by(connection)
     if held is None:
         return False
+    if held.failed is not None:
+        raise _again(held.failed)
     if held.holding and may_wait(context):
         held.writes.append((statement, parameters, many))
         return True
@@ -144,33 +153,59 @@ def _held_by(connection: Connection, *, take: bool = False) -> Held | None:
 
 def _send(connection: Connection, held: Held) -> None:
     """Begin the transaction if need be and run the waiting writes: one pipeline, one Sync,
-    one round trip. A failure leaves the server's transaction aborted, as any failed
-    statement does."""
+    one round trip. A failure sticks: the transaction runs nothing more and cannot commit
+    (the server's is aborted, or holds some writes and not others)."""
     writes, begin = list(held.writes), not held.begun
     held.writes.clear()
     held.begun = True
     dbapi_connection = connection.connection.dbapi_connection
     try:
-        with dbapi_connection.pipeline(), dbapi_connection.cursor() as cursor:
-            if begin:
-                cursor.execute("BEGIN")
-            for statement, parameters, many in writes:
-                if many:
-                    cursor.executemany(statement, parameters)
-                else:
-                    cursor.execute(statement, parameters)
+        try:
+            with dbapi_connection.pipeline(), dbapi_connection.cursor() as cursor:
+                if begin:
+                    cursor.execute("BEGIN")
+                for statement, parameters, many in writes:
+                    if many:
+                        cursor.executemany(statement, parameters)
+                    else:
+                        cursor.execute(statement, parameters)
+        except psycopg.Error as error:
+            invalidated = connection.dialect.is_disconnect(error, dbapi_connection, None)
+            if invalidated:
+                connection.invalidate(error)
+            raise exc.DBAPIError.instance(
+                SENT,
+                None,
+                error,
+                psycopg.Error,
+                connection_invalidated=invalidated,
+                dialect=connection.dialect,
+            ) from error
+    except BaseException as failure:  # a value psycopg cannot send fails it as surely
+        held.failed = failure
+        raise
+
+
+def _again(failure: BaseException) -> BaseException:
+    """The failure of an earlier send, raised again for what came after it."""
+    if isinstance(failure, exc.DBAPIError):
+        return exc.DBAPIError.instance(SENT, None, failure.orig, psycopg.Error, dialect=None)
+    return failure
+
+
+def _end(connection: Connection) -> None:
+    """A commit that cannot happen: end the server's transaction here, since SQLAlchemy,
+    whose transaction is already inactive, sends no ROLLBACK (a session closed without one
+    would hand the pool a connection mid-transaction)."""
+    if connection.invalidated:
+        return
+    dbapi_connection = connection.connection.dbapi_connection
+    try:
+        dbapi_connection.rollback()
     except psycopg.Error as error:
-        invalidated = connection.dialect.is_disconnect(error, dbapi_connection, None)
-        if invalidated:
-            connection.invalidate(error)
-        raise exc.DBAPIError.instance(
-            SENT,
-            None,
-            error,
-            psycopg.Error,
-            connection_invalidated=invalidated,
-            dialect=connection.dialect,
-        ) from error
+        connection.invalidate(error)
+        return
+    _switch_back(dbapi_connection, connection.info)
 
 
 def _switch_back(dbapi_connection: Any, info: dict[str, Any]) -> None:
@@ -185,8 +220,14 @@ def _commit(connection: Connection) -> None:
     held = _held_by(connection, take=True)
     if held is None:
         return
-    if held.writes:
-        _send(connection, held)
+    try:
+        if held.failed is not None:
+            raise _again(held.failed)
+        if held.writes:
+            _send(connection, held)
+    except BaseException:
+        _end(connection)
+        raise
     _switch_back(connection.connection.dbapi_connection, connection.info)
 
 
@@ -201,6 +242,19 @@ def _rollback(connection: Connection) -> None:
         _switch_back(connection.connection.dbapi_connection, connection.info)
 
 
+def _begin(connection: Connection) -> None:
+    """A later transaction on a connection still lent (a session bound to one connection):
+    out of autocommit, unless it opts in again."""
+    if connection.invalidated:
+        return
+    try:
+        info = connection.info
+    except NotImplementedError:
+        return
+    if HELD not in info and info.get(SWITCHED):
+        _switch_back(connection.connection.dbapi_connection, info)
+
+
 def _checkin(dbapi_connection: Any, record: Any) -> None:
     record.info.pop(HELD, None)
     if dbapi_connection is not None:  # None: it was lost, and is gone with its settings
@@ -208,7 +262,11 @@ def _checkin(dbapi_connection: Any, record: Any) -> None:
 
 
 def hold_writes_for_commit(engine: Engine) -> None:
-    """Let `engine`'s transactions send their writes with the commit (`send_with_commit`)."""
+    """Let `engine`'s transactions send their writes with the commit (`send_with_commit`);
+    nothing is held where libpq has no pipeline mode (before 14)."""
+    if not psycopg.Pipeline.is_supported():
+        return
+    event.listen(engine, "begin", _begin)
     event.listen(engine, "do_execute", _execute, retval=True)
     event.listen(engine, "do_executemany", _executemany, retval=True)
     event.listen(engine, "do_execute_no_params", _execute_no_params, retval=True)
