@@ -440,7 +440,11 @@ def _write(session: Session) -> None:
         if not (entry.action.endswith(".update") and not entry.changes)  # changed back
     ]
     del session.info["audit"]
-    if rows:
+    if len(rows) == 1:
+        # One row: one INSERT either way, and without RETURNING it may travel with the
+        # commit (platform/with_commit.py: a sign-in's).
+        session.execute(insert(AuditEntry), rows[0])
+    elif rows:
         # Inserted as rows, not objects the session would track and flush one by one: an
         # import of 10,000 listings writes its 10,000 entries in a few statements. RETURNING
         # makes SQLAlchemy batch them as multi-row INSERTs on psycopg too (without it, one

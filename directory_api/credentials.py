@@ -23,8 +23,9 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from flask import Flask, current_app, session
 from flask_login import login_user
-from sqlalchemy import ColumnElement, Select, and_, delete, func, select, update
+from sqlalchemy import ColumnElement, Select, and_, bindparam, delete, func, select, update
 from sqlalchemy.orm import joinedload
+from sqlalchemy.orm.attributes import set_committed_value
 
 from .models import (
     ApiToken,
@@ -46,6 +47,7 @@ from .platform.errors import abort, invalid
 from .platform.extensions import db
 from .platform.outbox import queue_mail
 from .platform.sessions import SIGNED_IN_KEY, TOUCHED_KEY
+from .platform.with_commit import WAITS
 
 # Passwords: Argon2id
 
@@ -359,8 +361,23 @@ def reset_password(user: User, password: str) -> None:
     revoke_api_tokens(ApiToken.user_id == user.id)
 
 
+# Built once, its values bound: nothing reads what it changed, so it may wait for the commit.
+LOGGED_IN = (
+    update(User.__table__)
+    .where(User.__table__.c.id == bindparam("user_id"))
+    .values(last_login_at=bindparam("now"), updated_at=bindparam("now"))
+    .execution_options(**WAITS)
+)
+
+
 def record_login(user: User) -> None:
-    user.last_login_at = utcnow()
+    """Note the sign-in's time: a statement of its own, which a sign-in sends with its audit
+    entry and BEGIN (platform/with_commit.py), known to the session as written (the answer
+    shows it without reading the row again)."""
+    now = utcnow()
+    db.session.execute(LOGGED_IN, {"user_id": user.id, "now": now})
+    for name in ("last_login_at", "updated_at"):
+        set_committed_value(user, name, now)
 
 
 # Personal API tokens (API.md 14).

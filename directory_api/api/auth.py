@@ -31,6 +31,9 @@ bp = Blueprint("auth", __name__, url_prefix="/auth")
     limits=(login_per_ip, login_per_email),
     tokens=False,  # a session is made by a password, never by a token
     failures={401: "Wrong e-mail or password."},
+    # The account is read and its password checked before any transaction; the last
+    # sign-in and the audit entry go with BEGIN in one round trip, then COMMIT.
+    writes_with_commit=True,
 )
 def login(data):
     """Sign in; answers the user and sets the session cookie."""
