@@ -3,7 +3,9 @@
 import time
 
 import pytest
+from sqlalchemy.exc import IntegrityError
 
+from directory_api.api import auth
 from directory_api.models import Role, User
 
 from .conftest import signed_in
@@ -459,3 +461,19 @@ def test_login_spellings_of_one_address_share_its_allowance(client, app):
     spellings = ["ann@example.com", "ａnn@example.com", "ANN@EXAMPLE.COM", "Ann@Example.com"]
     spellings += ["ＡＮＮ@ｅｘａｍｐｌｅ.ｃｏｍ"]
     assert_address_allowance_spent(client, spellings, " Ａnn@example.com ", "10.0.2")
+
+
+def test_a_sign_in_whose_commit_is_refused_signs_nobody_in(app, client, monkeypatch):
+    """Its session was stored before the commit (so that a store that fails keeps nothing
+    in the database); a commit refused after it (a 409 or 422) takes the session along:
+    no cookie, nothing to sign in with."""
+    make_user("ann@example.com")
+
+    def refused() -> None:
+        raise IntegrityError("INSERT …", None, Exception("refused"))
+
+    monkeypatch.setattr(auth, "commit_keeping_state", refused)
+    response = client.post("/auth/login", json={"email": "ann@example.com", "password": PASSWORD})
+    assert response.status_code == 409
+    assert "Set-Cookie" not in response.headers
+    assert client.get("/me/").status_code == 401

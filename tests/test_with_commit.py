@@ -3,6 +3,7 @@ what a failure looks like, on PostgreSQL (elsewhere nothing is held)."""
 
 import logging
 
+import psycopg
 import pytest
 from psycopg.pq import TransactionStatus
 from sqlalchemy import func, select, text, update
@@ -271,3 +272,22 @@ def test_the_next_transaction_on_a_connection_still_lent_is_out_of_autocommit(ap
         session.flush()  # not held: this transaction did not opt in
         session.rollback()
     assert regions() == {"lakes": "Lakes"}
+
+
+@needs_postgresql
+def test_without_pipeline_mode_nothing_is_held_and_nothing_switched(app_factory, monkeypatch):
+    """A libpq before 14 has no pipeline: its engine holds nothing, and a transaction that
+    opts in is a transaction as ever."""
+    monkeypatch.setattr(psycopg.Pipeline, "is_supported", classmethod(lambda cls: False))
+    app = app_factory()
+    with app.app_context():
+        send_with_commit(db.session)
+        assert regions() == {}
+        assert server_side() == ("INTRANS", False)
+        db.session.add(Region(slug="lakes", name="Lakes"))
+        with statements_run() as run:
+            db.session.flush()
+        assert [executed.sql.split()[0] for executed in run] == ["INSERT"]
+        assert held() == []
+        db.session.rollback()
+        assert regions() == {}

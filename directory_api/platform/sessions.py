@@ -258,9 +258,12 @@ class SessionLifetimeMixin:
     def save_session(self, app: Flask, session: ServerSideSession, response: Response) -> None:
         if g.get("session_unused"):
             return  # a public form posted from another site: the cookie plays no part
+        if response.status_code >= 400 and getattr(session, "saved_now", False):
+            # The request failed after storing its new session (a sign-in whose commit was
+            # refused): that session must not live on, nor its cookie be sent.
+            self._forget(session)
+            return
         if response.status_code >= 500:
-            if getattr(session, "saved_now", False):
-                self._forget(session)  # the request failed: its new session must not live on
             return
         try:
             super().save_session(app, session, response)  # type: ignore[misc]

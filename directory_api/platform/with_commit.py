@@ -45,6 +45,7 @@ as parameters (never written into the SQL: a failing statement in PostgreSQL's l
   taken) must not use it. SQLite is left as it is (in-process: no round trip to save).
 """
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +63,9 @@ SWITCHED = "autocommit_until_the_first_write"
 WAITS = {"waits_for_commit": True}
 SENT = "-- writes sent together (platform/with_commit.py)"
 READ_COMMITTED = (None, psycopg.IsolationLevel.READ_COMMITTED)  # None: the server's default
+# The engines whose listeners hold writes: elsewhere (SQLite, a libpq without pipeline
+# mode) a transaction that opts in is left as it is.
+HOLDING: "weakref.WeakSet[Engine]" = weakref.WeakSet()
 
 
 @dataclass
@@ -80,10 +84,11 @@ class Held:
 
 def send_with_commit(session: Session) -> None:
     """Hold this transaction's writes that may wait until its commit, then send them, with
-    its BEGIN, in one round trip (on PostgreSQL; elsewhere nothing changes). Call it
-    before the transaction's first statement, to spare its BEGIN too."""
+    its BEGIN, in one round trip (on an engine of `hold_writes_for_commit`; elsewhere
+    nothing changes). Call it before the transaction's first statement, to spare its
+    BEGIN too."""
     connection = session.connection()
-    if connection.dialect.name != "postgresql" or HELD in connection.info:
+    if connection.engine not in HOLDING or HELD in connection.info:
         return
     dbapi_connection = connection.connection.dbapi_connection
     unbegun = (
@@ -238,6 +243,8 @@ def _savepoint(connection: Connection, _name: str) -> None:
 
 
 def _rollback(connection: Connection) -> None:
+    # Before SQLAlchemy's ROLLBACK: a transaction still open switches back at the next
+    # begin or at checkin (`_begin`, `_checkin`).
     if _held_by(connection, take=True) is not None:
         _switch_back(connection.connection.dbapi_connection, connection.info)
 
@@ -266,6 +273,7 @@ def hold_writes_for_commit(engine: Engine) -> None:
     nothing is held where libpq has no pipeline mode (before 14)."""
     if not psycopg.Pipeline.is_supported():
         return
+    HOLDING.add(engine)
     event.listen(engine, "begin", _begin)
     event.listen(engine, "do_execute", _execute, retval=True)
     event.listen(engine, "do_executemany", _executemany, retval=True)
