@@ -114,19 +114,19 @@ def plain_read(context: ExecutionContext) -> bool:
     return isinstance(statement, Select) and statement._for_update_arg is None
 
 
-def _execute(cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
-    return _held(cursor, statement, parameters, context, many=False)
+def _execute(_cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
+    return _held(statement, parameters, context, many=False)
 
 
-def _executemany(cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
-    return _held(cursor, statement, parameters, context, many=True)
+def _executemany(_cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
+    return _held(statement, parameters, context, many=True)
 
 
-def _execute_no_params(cursor: Any, statement: str, context: Any) -> bool:
-    return _held(cursor, statement, None, context, many=False)
+def _execute_no_params(_cursor: Any, statement: str, context: Any) -> bool:
+    return _held(statement, None, context, many=False)
 
 
-def _held(cursor: Any, statement: str, parameters: Any, context: Any, *, many: bool) -> bool:
+def _held(statement: str, parameters: Any, context: Any, *, many: bool) -> bool:
     """Whether the statement was held to wait for the commit (else it runs now: alone, as
     a read before the transaction begins, or after the BEGIN and the writes that waited)."""
     if context is None:
@@ -145,13 +145,21 @@ def _held(cursor: Any, statement: str, parameters: Any, context: Any, *, many: b
     return False
 
 
-def _held_by(connection: Connection, *, take: bool = False) -> Held | None:
-    """The connection's held writes (taken away with `take`); None when it holds none."""
-    if connection.invalidated:  # lost: its entry's list went with it
+def _info(connection: Connection) -> dict[str, Any] | None:
+    """The connection's pool entry's info; None for a lost connection (its entry's info
+    went with it) and on the dialect's first look at a new one (no pool entry yet)."""
+    if connection.invalidated:
         return None
     try:
-        info = connection.info
-    except NotImplementedError:  # the dialect's first look at a new connection: no pool entry
+        return connection.info
+    except NotImplementedError:
+        return None
+
+
+def _held_by(connection: Connection, *, take: bool = False) -> Held | None:
+    """The connection's held writes (taken away with `take`); None when it holds none."""
+    info = _info(connection)
+    if info is None:
         return None
     return info.pop(HELD, None) if take else info.get(HELD)
 
@@ -252,13 +260,8 @@ def _rollback(connection: Connection) -> None:
 def _begin(connection: Connection) -> None:
     """A later transaction on a connection still lent (a session bound to one connection):
     out of autocommit, unless it opts in again."""
-    if connection.invalidated:
-        return
-    try:
-        info = connection.info
-    except NotImplementedError:
-        return
-    if HELD not in info and info.get(SWITCHED):
+    info = _info(connection)
+    if info is not None and HELD not in info and info.get(SWITCHED):
         _switch_back(connection.connection.dbapi_connection, info)
 
 
