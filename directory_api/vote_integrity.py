@@ -108,9 +108,10 @@ def send_receipt(
     cap = current_app.config["VOTE_RECEIPTS_PER_ADDRESS"]
     if cap <= 0:
         return False
-    if history is None:
-        history = AddressHistory(None, receipts_sent_recently(address_hashes(vote), cap))
-    if history.receipts >= cap:
+    sent = (
+        receipts_sent_recently(address_hashes(vote), cap) if history is None else history.receipts
+    )
+    if sent >= cap:
         return False
     token, vote.receipt_token_hash = new_token()
     vote.receipt_expires_at = utcnow() + RECEIPT_LIFETIME

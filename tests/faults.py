@@ -127,41 +127,48 @@ class TcpProxy:
         self.cut()
 
 
+def postgresql_messages(
+    on_message: Callable[[str, bytes], None], *, untyped_first: bool
+) -> Callable[[bytes], None]:
+    """A reader of one direction of one connection, fed its bytes chunk by chunk, calling
+    `on_message(type, body)` for each message: a 1-byte type, a 4-byte length, the rest. A
+    client's first message (start-up) has no type (`untyped_first`). Needs a connection
+    without TLS (`sslmode=disable`), whose bytes are the protocol."""
+    buffer = bytearray()
+    typed = not untyped_first
+
+    def seen(data: bytes) -> None:
+        nonlocal typed
+        buffer.extend(data)
+        while True:
+            header = 5 if typed else 4
+            if len(buffer) < header:
+                return
+            size = int.from_bytes(buffer[header - 4 : header], "big") + header - 4
+            if len(buffer) < size:
+                return
+            if typed:
+                on_message(chr(buffer[0]), bytes(buffer[header:size]))
+            typed = True
+            del buffer[:size]
+
+    return seen
+
+
 class SentToPostgreSQL:
-    """What clients send PostgreSQL, message by message: (type, body) after each connection's
-    start-up message (which has no type). Needs a connection without TLS."""
+    """What clients send PostgreSQL, message by message: (type, body) after each
+    connection's start-up message."""
 
     def __init__(self) -> None:
         self.messages: list[tuple[str, bytes]] = []
         self.lock = threading.Lock()
 
     def watcher(self) -> Callable[[bytes], None]:
-        buffer = bytearray()
-        started = False
+        def keep(kind: str, body: bytes) -> None:
+            with self.lock:
+                self.messages.append((kind, body))
 
-        def seen(data: bytes) -> None:
-            nonlocal started
-            buffer.extend(data)
-            while True:
-                if not started:  # length, then the protocol and its parameters
-                    if len(buffer) < 4:
-                        return
-                    length = int.from_bytes(buffer[:4], "big")
-                    if len(buffer) < length:
-                        return
-                    del buffer[:length]
-                    started = True
-                    continue
-                if len(buffer) < 5:
-                    return
-                length = int.from_bytes(buffer[1:5], "big")
-                if len(buffer) < 1 + length:
-                    return
-                with self.lock:
-                    self.messages.append((chr(buffer[0]), bytes(buffer[5 : 1 + length])))
-                del buffer[: 1 + length]
-
-        return seen
+        return postgresql_messages(keep, untyped_first=True)
 
     def of_type(self, *types: str) -> list[bytes]:
         with self.lock:
@@ -170,37 +177,19 @@ class SentToPostgreSQL:
 
 class RoundTrips:
     """Counts round trips to PostgreSQL in its replies: each ends with one ReadyForQuery
-    message (a simple query, an extended-protocol Sync, and the start-up exchange alike).
-    Needs a connection without TLS (`sslmode=disable`), whose bytes are the protocol."""
+    message (a simple query, an extended-protocol Sync, and the start-up exchange alike)."""
 
     def __init__(self) -> None:
         self.count = 0
         self.lock = threading.Lock()
 
     def watcher(self) -> Callable[[bytes], None]:
-        """A reader of one connection's replies: 1-byte type, 4-byte length, the rest."""
-        header = bytearray()
-        skip = 0
+        def ready(kind: str, _body: bytes) -> None:
+            if kind == "Z":
+                with self.lock:
+                    self.count += 1
 
-        def seen(data: bytes) -> None:
-            nonlocal skip
-            at = 0
-            while at < len(data):
-                if skip:
-                    step = min(skip, len(data) - at)
-                    skip, at = skip - step, at + step
-                    continue
-                taken = data[at : at + 5 - len(header)]
-                header.extend(taken)
-                at += len(taken)
-                if len(header) == 5:
-                    if header[0] == ord("Z"):
-                        with self.lock:
-                            self.count += 1
-                    skip = int.from_bytes(header[1:], "big") - 4
-                    header.clear()
-
-        return seen
+        return postgresql_messages(ready, untyped_first=False)
 
 
 @contextmanager

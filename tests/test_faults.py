@@ -42,6 +42,7 @@ from .conftest import (
 from .factories import PASSWORD, make_listing, make_location, make_region, make_user
 from .faults import RedisServer, SecureRedisServer, SilentSMTP, TcpProxy, tcp_proxy
 from .test_outbox import queue
+from .test_round_trips import EMPLOYER_VOTE
 
 REQUESTS = "directory_api.requests"
 
@@ -84,16 +85,6 @@ DB_TIMEOUTS = {
 # A request may pay one round trip (statement timeout + 1 s margin) and one reconnect.
 DB_BOUND = 6.0
 VOTE_URL = "/locations/harbour/votes/submit/employer"
-VOTE = {
-    "yourName": "Ann",
-    "yourEmail": "ann@example.com",
-    "yourPhone": "+44 20 7946 0018",
-    "businessName": "Mill",
-    "businessBranch": "Quay",
-    "employer": "mill",
-    "voteBody": "Fair pay.",
-    "yourPosition": "Baker",
-}
 
 
 @pytest.fixture
@@ -261,7 +252,7 @@ def test_a_vote_whose_writes_are_lost_on_their_way_is_refused_and_stored_once(
 
     monkeypatch.setattr(with_commit, "_send", lost_on_the_way)
     client = proxied_app.test_client()
-    vote = VOTE
+    vote = EMPLOYER_VOTE
     response, elapsed = timed(client.post, VOTE_URL, json=vote)
     assert_unavailable(response, elapsed, DB_BOUND)
     assert db.engine.pool.checkedout() == 0  # the lost connection gave its place back
@@ -288,7 +279,7 @@ def test_a_vote_whose_writes_wait_past_the_client_s_bound_is_refused_and_kept_no
     may pass the round trip's bound together. The client gives up (503) before the COMMIT
     is sent, so the server rolls the writes back: nothing is kept."""
     app = app_factory(DATABASE_STATEMENT_TIMEOUT=1.5)  # the client waits 2.5 s
-    vote = {**VOTE, "employer": "works"}
+    vote = {**EMPLOYER_VOTE, "employer": "works"}
     with app.app_context():
         harbour = make_location("harbour")
         works = make_listing("employer", harbour, "works")

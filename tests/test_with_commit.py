@@ -189,20 +189,24 @@ def test_under_another_isolation_level_the_transaction_begins_as_ever(app_factor
 
 
 @needs_postgresql
-def test_a_savepoint_ends_the_holding_so_its_rollback_meets_the_error(app):
+def test_a_savepoint_ends_the_holding_so_its_rollback_meets_the_error(app, taken):
     """Code that rolls back to a savepoint expects a write's error at its flush: from the
     savepoint on, writes go as they come, and the transaction goes on as without holding."""
-    db.session.add(Region(slug="taken", name="Taken"))
-    db.session.commit()
     send_with_commit(db.session)
     db.session.add(Region(slug="first", name="First"))
     db.session.flush()  # held
     with pytest.raises(IntegrityError), db.session.begin_nested():
-        db.session.add(Region(slug="taken", name="Again"))
-        db.session.flush()  # sent at once: the error is met here
+        taken_again()  # sent at once: the error is met at its flush
     db.session.add(Region(slug="third", name="Third"))
     db.session.commit()
     assert set(regions()) == {"taken", "first", "third"}
+
+
+@pytest.fixture
+def taken(app) -> None:
+    """A region whose slug a held write will take again."""
+    db.session.add(Region(slug="taken", name="Taken"))
+    db.session.commit()
 
 
 def taken_again() -> None:
@@ -212,12 +216,10 @@ def taken_again() -> None:
 
 
 @needs_postgresql
-def test_a_failed_send_sticks_so_a_caught_error_cannot_commit_what_is_left(app):
+def test_a_failed_send_sticks_so_a_caught_error_cannot_commit_what_is_left(app, taken):
     """The held write fails where the savepoint sends it, inside a block that catches its
     own errors: the commit after it must not report success (PostgreSQL would answer
     the aborted transaction's COMMIT with a ROLLBACK, and no error)."""
-    db.session.add(Region(slug="taken", name="Taken"))
-    db.session.commit()
     send_with_commit(db.session)
     db.session.add(Region(slug="first", name="First"))
     taken_again()
@@ -244,11 +246,9 @@ def test_a_value_psycopg_cannot_send_fails_the_commit_and_keeps_nothing(app):
 
 
 @needs_postgresql
-def test_a_commit_that_fails_leaves_its_connection_clean_even_unrolled_back(app):
+def test_a_commit_that_fails_leaves_its_connection_clean_even_unrolled_back(app, taken):
     """A session closed without its rollback hands the pool back its connection: idle,
     out of autocommit, ready for a transaction that did not opt in."""
-    db.session.add(Region(slug="taken", name="Taken"))
-    db.session.commit()
     send_with_commit(db.session)
     lent = db.session.connection().connection.dbapi_connection
     taken_again()

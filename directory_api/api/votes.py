@@ -132,6 +132,10 @@ def employer_by_slug(location: Location, slug: str, within: str = "") -> Employe
     """The location's employer a body names by slug; 422 on `employer` (of the object
     `within`) when there is none."""
     employer = db.session.scalar(EMPLOYER_BY_SLUG, {"location_id": location.id, "slug": slug})
+    return employer_or_422(employer, slug, within)
+
+
+def employer_or_422(employer: Employer | None, slug: str, within: str = "") -> Employer:
     return named_or_422(
         employer, Employer, slug, "employer", where=" at this location", within=within
     )
@@ -153,8 +157,7 @@ def employer_with_history(
     several, values = integrity.history_values(address, location.id)
     row = db.session.execute(EMPLOYER_WITH_HISTORY[several], {**values, "slug": slug}).first()
     employer, *history = row or (None, None, 0)
-    employer = named_or_422(employer, Employer, slug, "employer", where=" at this location")
-    return employer, integrity.AddressHistory(*history)
+    return employer_or_422(employer, slug), integrity.AddressHistory(*history)
 
 
 def employer_named(location: Location, name: str) -> Employer | None:
