@@ -15,6 +15,7 @@ from . import audit, gauges, listing_pages, models, search, vote_integrity
 from .credentials import init_password_hasher
 from .endpoints import check_declared
 from .platform import reads, single_use
+from .platform.application import Application
 from .platform.at_once import init_slots
 from .platform.autogenerate import include_in_migrations
 from .platform.bodies import APIRequest
@@ -43,7 +44,7 @@ PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def create_app(config_name: str | None = None, **overrides: Any) -> Flask:
     """Build the app for `config_name` (development, testing, production; default APP_ENV)."""
-    app = Flask(__name__, instance_relative_config=True, static_folder=None)
+    app = Application(__name__, instance_relative_config=True, static_folder=None)
     app.json = JSONProvider(app)
     app.request_class = APIRequest
     app.url_map.converters["slug"] = SlugConverter

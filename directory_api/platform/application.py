@@ -1,0 +1,28 @@
+"""The Flask class of the service: Flask, less a question it asks on every request."""
+
+from collections.abc import Callable
+from inspect import CO_COROUTINE, CO_ITERABLE_COROUTINE
+from typing import Any
+
+from flask import Flask
+
+ASYNC_FLAGS = CO_COROUTINE | CO_ITERABLE_COROUTINE
+
+
+class Application(Flask):
+    """Flask asks `inspect.iscoroutinefunction` of every hook and view it calls, about 15
+    times a request here, to run an `async def` one through asgiref; the question costs
+    more than most hooks (3 % of a 304, callgrind). A plain function's code object answers
+    it: its flags. Anything else (a partial, a callable object, a function marked by
+    `inspect.markcoroutinefunction`) is asked as Flask asks."""
+
+    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        code = getattr(func, "__code__", None)  # a function's, or a bound method's function's
+        if code is not None and not code.co_flags & ASYNC_FLAGS and not _marked(func):
+            return func
+        return super().ensure_sync(func)
+
+
+def _marked(func: Callable[..., Any]) -> bool:
+    """Whether `inspect.markcoroutinefunction` marked `func` (Python 3.12+)."""
+    return getattr(getattr(func, "__func__", func), "_is_coroutine_marker", None) is not None
