@@ -265,6 +265,12 @@ class SessionLifetimeMixin:
             return
         if response.status_code >= 500:
             return
+        if not session and not session.modified:
+            # Nothing to store, delete or renew (most requests: no sign-in, no cookie).
+            # Flask-Session would still compute the store id (an HMAC) and parse Vary.
+            if session.accessed and "cookie" not in response.headers.get("Vary", "").lower():
+                response.vary.add("Cookie")
+            return
         try:
             super().save_session(app, session, response)  # type: ignore[misc]
         except RedisError as error:
