@@ -29,6 +29,7 @@ from sqlalchemy import Engine, engine_from_config, event, exc
 from .timeouts import NoAnswer, bound_postgresql
 
 READ_METHODS = frozenset({"GET", "HEAD"})
+TWIN = "_for_reads"  # where an engine keeps its twin for reads
 
 
 def add_read_engine(app: Flask, engine: Engine) -> None:
@@ -46,7 +47,7 @@ def add_read_engine(app: Flask, engine: Engine) -> None:
     if app.config.get("SQLALCHEMY_RECORD_QUERIES"):
         record_queries._listen(reads)  # what Flask-SQLAlchemy does for its own engine
     bound_postgresql(app, reads)
-    engine.__dict__["_for_reads"] = reads
+    engine.__dict__[TWIN] = reads
 
     @event.listens_for(engine, "engine_disposed")
     def dispose_reads(_engine: Engine) -> None:
@@ -55,7 +56,7 @@ def add_read_engine(app: Flask, engine: Engine) -> None:
 
 def autocommit_engine(engine: Engine) -> Engine:
     """The engine for reads: `engine`'s twin on PostgreSQL, else `engine` itself."""
-    return engine.__dict__.get("_for_reads", engine)
+    return engine.__dict__.get(TWIN, engine)
 
 
 def reading() -> bool:
@@ -78,7 +79,8 @@ class ReadAwareSession(Session):
 
     def get_bind(self, mapper: Any = None, clause: Any = None, bind: Any = None, **kwargs: Any):
         engine = super().get_bind(mapper, clause=clause, bind=bind, **kwargs)
-        return autocommit_engine(engine) if reading() else engine
+        reads = engine.__dict__.get(TWIN)  # asked first: SQLite has none
+        return reads if reads is not None and reading() else engine
 
     def _execute_internal(self, *args: Any, **kwargs: Any) -> Any:
         """Every statement of the ORM passes here (execute, scalar(s), get, loads). A read
