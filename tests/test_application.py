@@ -95,3 +95,23 @@ def test_signing_out_still_deletes_the_stored_session_and_the_cookie(client, app
     assert f"{COOKIE}=;" in response.headers["Set-Cookie"]
     assert "_delete_session" in calls
     assert client.get("/me/").status_code == 401
+
+
+def test_vary_names_cookie_where_the_session_was_read_whatever_else_it_names(app):
+    """A header named like Cookie (X-Cookie-Consent) is not Cookie."""
+    from flask import Response, session
+
+    interface = app.session_interface
+    for vary, expected in (
+        (None, "Cookie"),
+        ("X-Cookie-Consent", "X-Cookie-Consent, Cookie"),
+        ("Origin, cookie", "Origin, cookie"),
+        ("*", "*"),
+    ):
+        with app.test_request_context("/regions/"):
+            session.get("anything")  # read, not changed
+            response = Response()
+            if vary is not None:
+                response.headers["Vary"] = vary
+            interface.save_session(app, session._get_current_object(), response)
+            assert response.headers["Vary"] == expected

@@ -268,7 +268,7 @@ class SessionLifetimeMixin:
         if not session and not session.modified:
             # Nothing to store, delete or renew (most requests: no sign-in, no cookie).
             # Flask-Session would still compute the store id (an HMAC) and parse Vary.
-            if session.accessed and "cookie" not in response.headers.get("Vary", "").lower():
+            if session.accessed and not varies_on_cookie(response):
                 response.vary.add("Cookie")
             return
         try:
@@ -303,6 +303,13 @@ class SessionLifetimeMixin:
             session[TOUCHED_KEY] = now  # marks the session modified: store and cookie renewed
             return True
         return False
+
+
+def varies_on_cookie(response: Response) -> bool:
+    """Whether the answer's Vary names Cookie already (read as text: parsing it into a
+    header set, as `response.vary` does, costs more)."""
+    names = response.headers.get("Vary", "").split(",")
+    return any(name.strip().lower() in ("cookie", "*") for name in names)
 
 
 def end_if_too_old(app: Flask, session: ServerSideSession) -> None:
