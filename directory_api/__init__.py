@@ -103,6 +103,7 @@ def register_extensions(app: Flask) -> None:
             x_proto=app.config["PROXY_FIX_X_PROTO"],
         )
     db.init_app(app)
+    app.teardown_request(reads.return_read_connection)
     with app.app_context():
         if db.engine.dialect.name == "sqlite":
             event.listen(db.engine, "connect", _sqlite_pragmas)

@@ -24,6 +24,7 @@ from sqlalchemy import ColumnElement, bindparam, case, column, select, text
 
 from .models.listing import Listing
 from .models.reference import Category
+from .platform import reads
 from .platform.errors import abort
 from .platform.extensions import db
 from .schemas.fields import CONTROL, CONTROL_CHARACTERS, WHITESPACE
@@ -106,9 +107,9 @@ class TrigramShares:
 
     @staticmethod
     def sample() -> dict[str, float]:
-        top = db.session.scalar(TOP) or 0
+        top = reads.scalar(TOP) or 0
         keys = random.sample(range(1, top + 1), min(top, SAMPLE_ROWS))
-        texts = db.session.scalars(SAMPLED, {"keys": keys}).all()
+        texts = [row.search_text for row in reads.rows(SAMPLED, {"keys": keys})]
         counts = Counter(gram for found in texts for gram in set(trigrams(found or "")))
         return {gram: count / len(texts) for gram, count in counts.items()}
 
@@ -207,7 +208,7 @@ def search_of(term: str) -> Search:
     values = {f"search_word_{n}": f"%{escape_like(word)}%" for n, word in enumerate(words)}
     values |= {"search_term": folded, "search_start": f"{whole}%", "search_within": f"%{whole}%"}
     trigrams = None
-    if db.session.get_bind().dialect.name == "sqlite":
+    if db.engine.dialect.name == "sqlite":  # asked of the engine: the session stays unused
         rarest = index_trigrams(words)
         served = None not in rarest
         trigrams = fts_query(rarest)

@@ -27,6 +27,7 @@ from directory_api.models import OutboxMessage, OutboxStatus, Region, User, Vote
 from directory_api.platform import with_commit
 from directory_api.platform.extensions import db
 from directory_api.platform.outbox import deliver_due, queue_mail
+from directory_api.platform.reads import autocommit_engine
 from directory_api.platform.timeouts import unbounded
 
 from .conftest import (
@@ -190,6 +191,8 @@ def drop_the_pooled_connections(app) -> None:
             return
         pids = {db.session.scalar(text("SELECT pg_backend_pid()"))}
         db.session.rollback()
+        with autocommit_engine(db.engine).connect() as reading:  # the pool that serves reads
+            pids.add(reading.scalar(text("SELECT pg_backend_pid()")))
     with psycopg.connect(PG_URL.replace("postgresql+psycopg://", "postgresql://")) as admin:
         for pid in pids:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))

@@ -29,6 +29,7 @@ from ..models import (
     Vote,
 )
 from ..models.api_token import Scope
+from ..platform import reads
 from ..platform.caching import answer_if_known, may_answer_early
 from ..platform.csv_export import columns, csv_response
 from ..platform.csv_import import read_rows, row_key
@@ -275,7 +276,7 @@ def listings_blueprint(
         """The path's location as these reads use it (a row with its `id` and `slug`), and
         in `g.listing_counts` the unfiltered list's total, kept by the ORM (no COUNT over
         the location), and the revision of what the location's pages of this kind show."""
-        row = located(db.session.execute(location_with_counts, {"slug": slug}).first(), slug)
+        row = located(reads.first(location_with_counts, {"slug": slug}), slug)
         g.listing_counts = (row.total or 0, row.revision)
         return row
 

@@ -14,6 +14,7 @@ from marshmallow import Schema
 from sqlalchemy import Select, bindparam, func, select, true, tuple_
 from sqlalchemy.sql import operators
 
+from . import reads
 from .extensions import db
 from .output import Encoded
 from .pagination import MAX_SORT, Page
@@ -104,7 +105,7 @@ def paginate(
     if total is None and count_with_page:
         found, total = rows_and_count(built.ids, values)
         if total is None:  # past the last page
-            return Page([], page, per_page, db.session.scalar(built.count, values))
+            return Page([], page, per_page, reads.scalar(built.count, values))
         values["page_ids"] = [row[0] for row in found]
     if located is not None:
         rows = load_rows(built.rows, values, True)
@@ -114,7 +115,7 @@ def paginate(
         found = tuple(first[-len(located.selected_columns) :])
         return Page(rows, page, per_page, first.located_total or 0, located=found)
     if total is None:
-        total = db.session.scalar(built.count, values)
+        total = reads.scalar(built.count, values)
     rows = load_rows(built.rows, values, encoded is not None)
     if revision is not None and built.keys is not None and rows:
         # Page 1 starts at the start; a page found from its start has it remembered.
@@ -218,7 +219,7 @@ def rows_and_count(
 ) -> tuple[list[Any], int | None]:
     """The rows of `page` (`with_total`) and how many the list has; None past its last page
     (none to count on)."""
-    found = db.session.execute(page, params).all()
+    found = reads.rows(page, params)
     return found, (found[0]._total if found else None)
 
 
@@ -277,7 +278,7 @@ def sort_key(row: Any, columns: list[Any]) -> tuple[Any, ...] | None:
 def load_rows(stmt: Select, params: Mapping[str, Any] | None, encoded: bool) -> Sequence[Any]:
     """The rows `stmt` selects: each one's output (`Encoded`), or ORM objects."""
     if encoded:
-        return Encoded(db.session.execute(stmt, params))
+        return Encoded(reads.rows(stmt, params))
     return list(db.session.scalars(stmt, params).unique())
 
 
@@ -301,7 +302,7 @@ def small_page(model: Any, args: dict[str, Any], schema: Schema) -> Page:
         stmt, {"page_limit": per_page, "page_offset": (page - 1) * per_page}
     )
     if total is None:  # past the last page
-        return Page([], page, per_page, db.session.scalar(counting(select(table))))
+        return Page([], page, per_page, reads.scalar(counting(select(table))))
     return Page(Encoded(found), page, per_page, total)
 
 

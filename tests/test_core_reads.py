@@ -1,0 +1,103 @@
+"""A read's Core statements without the ORM session (platform/reads.py): what they see,
+and how many connections a request holds."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import event, select
+
+from directory_api.models import Location, Region
+from directory_api.platform import reads
+from directory_api.platform.extensions import db
+
+from .factories import make_listing, make_location, make_region
+
+REGIONS = Region.__table__
+
+
+@contextmanager
+def connections_held(app) -> Iterator[dict[str, int]]:
+    """How many connections of the engine that serves reads are checked out: now, at most,
+    and how many checkouts there were."""
+    engine = reads.autocommit_engine(db.engine)
+    held = {"now": 0, "most": 0, "checkouts": 0}
+
+    def checkout(*_args) -> None:
+        held["now"] += 1
+        held["checkouts"] += 1
+        held["most"] = max(held["most"], held["now"])
+
+    def checkin(*_args) -> None:
+        held["now"] -= 1
+
+    event.listen(engine.pool, "checkout", checkout)
+    event.listen(engine.pool, "checkin", checkin)
+    try:
+        yield held
+    finally:
+        event.remove(engine.pool, "checkout", checkout)
+        event.remove(engine.pool, "checkin", checkin)
+
+
+def fresh_session() -> None:
+    db.session.remove()  # the test's own session holds nothing: as a request starts
+
+
+def test_a_read_s_core_statements_make_no_session_and_return_their_connection(app):
+    make_region("north")
+    fresh_session()
+    with connections_held(app) as held, app.test_request_context("/regions/"):
+        assert reads.scalar(select(REGIONS.c.slug)) == "north"
+        assert [row.slug for row in reads.rows(select(REGIONS.c.slug))] == ["north"]
+        assert reads.first(select(REGIONS.c.name)).name == "North"
+        assert not db.session.registry.has()  # no ORM session was made
+        assert held == {"now": 1, "most": 1, "checkouts": 1}  # one connection for all three
+    assert held["now"] == 0  # back in the pool when the request ended
+
+
+def test_the_session_takes_the_read_over_with_one_connection_at_a_time(app):
+    make_location("harbour")
+    fresh_session()
+    with connections_held(app) as held:
+        with app.test_request_context("/locations/harbour/"):
+            assert reads.scalar(select(Location.__table__.c.slug)) == "harbour"
+            location = db.session.scalar(select(Location))  # an ORM read after the Core one
+            assert location.slug == "harbour"
+            assert reads.scalar(select(Location.__table__.c.name)) == "Harbour"  # the session's
+            assert held["most"] == 1
+            assert held["checkouts"] == 2  # the Core read's connection went back first
+        db.session.remove()  # as the request's end does (the test's app context outlives it)
+        assert held["now"] == 0
+
+
+def test_outside_a_read_they_see_the_transaction_s_own_writes(app):
+    fresh_session()
+    with app.test_request_context("/regions/", method="POST"):
+        db.session.add(Region(slug="lakes", name="Lakes"))
+        db.session.flush()
+        assert reads.scalar(select(REGIONS.c.name).where(REGIONS.c.slug == "lakes")) == "Lakes"
+        db.session.rollback()
+    assert db.session.scalar(select(Region).where(Region.slug == "lakes")) is None
+
+
+def test_list_pages_search_and_a_304_take_one_connection_each(client, app):
+    location = make_location("harbour")
+    for name in ("Cafe", "Bakery"):
+        make_listing("business", location, name.lower(), name=name)
+    fresh_session()
+    with connections_held(app) as held:
+        page = client.get("/locations/harbour/businesses/?sort=name")
+        again = client.get(
+            "/locations/harbour/businesses/?sort=name",
+            headers={"If-None-Match": page.headers["ETag"]},
+        )
+        found = client.get("/locations/harbour/businesses/search/bakery")
+        regions = client.get("/regions/")
+    assert page.status_code == 200
+    assert [item["name"] for item in page.get_json()["items"]] == ["Bakery", "Cafe"]
+    assert page.get_json()["total"] == 2
+    assert again.status_code == 304
+    assert [item["name"] for item in found.get_json()["items"]] == ["Bakery"]
+    assert regions.get_json()["total"] == 0
+    # One connection a request, checked out once, and every one back in the pool.
+    assert held == {"now": 0, "most": 1, "checkouts": 4}
