@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import event, select
+from werkzeug.test import Client
 
 from directory_api.models import Location, Region
 from directory_api.platform import reads
@@ -101,3 +102,43 @@ def test_list_pages_search_and_a_304_take_one_connection_each(client, app):
     assert regions.get_json()["total"] == 0
     # One connection a request, checked out once, and every one back in the pool.
     assert held == {"now": 0, "most": 1, "checkouts": 4}
+
+
+def test_a_list_of_orm_objects_checks_out_once(client, app):
+    make_location("harbour")
+    make_location("lakeside")
+    fresh_session()
+    with connections_held(app) as held:
+        response = client.get("/locations/")
+        db.session.remove()  # as the request's end does (the test's app context outlives it)
+    assert [item["slug"] for item in response.get_json()["items"]] == ["harbour", "lakeside"]
+    assert response.get_json()["total"] == 2
+    assert held == {"now": 0, "most": 1, "checkouts": 1}
+
+
+def test_a_request_within_another_has_its_own_connection(app, app_factory):
+    other = app_factory()
+    make_region("north")
+    fresh_session()
+    with app.test_request_context("/regions/") as outer:
+        reads.scalar(select(REGIONS.c.slug))
+        mine = outer.read_connection
+        with other.test_request_context("/regions/") as inner:
+            reads.scalar(select(REGIONS.c.slug))
+            theirs = inner.read_connection
+            assert theirs is not mine
+            assert theirs.engine is reads.autocommit_engine(db.engine)  # the other app's
+        assert not mine.closed  # the inner request's end returned its own, not this one
+        assert reads.scalar(select(REGIONS.c.name)) == "North"
+
+
+def test_requests_served_in_one_context_leave_no_connection_behind(app):
+    """As a server's thread serves them: one context for many requests (the test client
+    gives each its own)."""
+    make_region("north")
+    fresh_session()
+    server = Client(app.wsgi_app)
+    with connections_held(app) as held:
+        for _ in range(3):
+            assert server.get("/regions/").status_code == 200
+    assert held == {"now": 0, "most": 1, "checkouts": 3}

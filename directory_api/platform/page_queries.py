@@ -114,9 +114,11 @@ def paginate(
         first = rows[0]
         found = tuple(first[-len(located.selected_columns) :])
         return Page(rows, page, per_page, first.located_total or 0, located=found)
+    # ORM objects come through the session: loaded first, they leave it the connection that
+    # the count then uses too (one checkout, not a Core read's and then the session's).
+    rows = load_rows(built.rows, values, encoded is not None)
     if total is None:
         total = reads.scalar(built.count, values)
-    rows = load_rows(built.rows, values, encoded is not None)
     if revision is not None and built.keys is not None and rows:
         # Page 1 starts at the start; a page found from its start has it remembered.
         remember_starts(

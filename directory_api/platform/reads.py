@@ -23,21 +23,19 @@ on the request's own connection, on either database (below).
 """
 
 from collections.abc import Callable, Sequence
-from contextvars import ContextVar
 from typing import Any
 
 from flask import Flask, current_app, g, has_request_context, request
+from flask.globals import _cv_request  # the request context: has_request_context() asks it
 from flask_sqlalchemy import record_queries
 from flask_sqlalchemy.session import Session
-from sqlalchemy import Connection, Engine, Result, Row, engine_from_config, event, exc
+from sqlalchemy import Engine, Result, Row, engine_from_config, event, exc
 
 from .timeouts import NoAnswer, bound_postgresql
 
 READ_METHODS = frozenset({"GET", "HEAD"})
 TWIN = "_for_reads"  # where an engine keeps its twin for reads
-# The connection a request holds for its Core reads (below); a context variable, as Flask's
-# own request context is: each thread (or task) serves one request at a time.
-READ_CONNECTION: ContextVar[Connection | None] = ContextVar("read_connection", default=None)
+READ_CONNECTION = "read_connection"  # the request context's attribute that holds it (below)
 
 
 def add_read_engine(app: Flask, engine: Engine) -> None:
@@ -87,7 +85,7 @@ class ReadAwareSession(Session):
 
     def get_bind(self, mapper: Any = None, clause: Any = None, bind: Any = None, **kwargs: Any):
         engine = super().get_bind(mapper, clause=clause, bind=bind, **kwargs)
-        if READ_CONNECTION.get() is not None:
+        if getattr(_cv_request.get(None), READ_CONNECTION, None) is not None:
             return_read_connection()  # the session takes over: one connection at a time
         reads = engine.__dict__.get(TWIN)  # asked first: SQLite has none
         return reads if reads is not None and reading() else engine
@@ -117,8 +115,8 @@ class ReadAwareSession(Session):
 # connection goes back first (`ReadAwareSession.get_bind`), so a request holds one
 # connection at a time. Their results are fetched at once, never left on a cursor.
 # Outside a read, or once the session holds a connection, they run through the session.
-# The connection is returned at every request's end (a teardown), so no request finds
-# another's.
+# The connection is kept on the request's context (Flask's own object for one request) and
+# returned at its end (a teardown).
 
 
 def rows(statement: Any, params: Any = None) -> Sequence[Row]:
@@ -138,10 +136,11 @@ def _run(statement: Any, params: Any, fetch: Callable[[Result], Any]) -> Any:
     sessions = db.session.registry  # asked without making one
     if (sessions.has() and sessions().in_transaction()) or not reading():
         return fetch(db.session.execute(statement, params))
-    connection = READ_CONNECTION.get()
+    context = _cv_request.get()  # this request's own (a request within it has another)
+    connection = getattr(context, READ_CONNECTION, None)
     if connection is None:
         connection = autocommit_engine(db.engine).connect()
-        READ_CONNECTION.set(connection)
+        setattr(context, READ_CONNECTION, connection)
     try:
         return fetch(connection.execute(statement, params))
     except exc.DBAPIError as error:
@@ -154,9 +153,10 @@ def _run(statement: Any, params: Any, fetch: Callable[[Result], Any]) -> Any:
 
 def return_read_connection(_error: BaseException | None = None) -> None:
     """The request's connection for Core reads back to the pool (at the request's end)."""
-    connection = READ_CONNECTION.get()
+    context = _cv_request.get(None)
+    connection = getattr(context, READ_CONNECTION, None)
     if connection is not None:
-        READ_CONNECTION.set(None)
+        setattr(context, READ_CONNECTION, None)
         connection.close()
 
 
