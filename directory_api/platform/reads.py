@@ -85,8 +85,7 @@ class ReadAwareSession(Session):
 
     def get_bind(self, mapper: Any = None, clause: Any = None, bind: Any = None, **kwargs: Any):
         engine = super().get_bind(mapper, clause=clause, bind=bind, **kwargs)
-        if getattr(_cv_request.get(None), READ_CONNECTION, None) is not None:
-            return_read_connection()  # the session takes over: one connection at a time
+        return_read_connection()  # the session takes over, if a Core read went first
         reads = engine.__dict__.get(TWIN)  # asked first: SQLite has none
         return reads if reads is not None and reading() else engine
 
@@ -99,7 +98,7 @@ class ReadAwareSession(Session):
         try:
             return super()._execute_internal(*args, **kwargs)
         except exc.DBAPIError as error:
-            if not (reading() and error.connection_invalidated) or isinstance(error.orig, NoAnswer):
+            if not (reading() and lost_meanwhile(error)):
                 raise
             self.rollback()
             return super()._execute_internal(*args, **kwargs)
@@ -144,8 +143,7 @@ def _run(statement: Any, params: Any, fetch: Callable[[Result], Any]) -> Any:
     try:
         return fetch(connection.execute(statement, params))
     except exc.DBAPIError as error:
-        # As the session's reads (above): a lost connection once more on a new one.
-        if not error.connection_invalidated or isinstance(error.orig, NoAnswer):
+        if not lost_meanwhile(error):  # as the session's reads (above)
             raise
         connection.rollback()
         return fetch(connection.execute(statement, params))
@@ -158,6 +156,12 @@ def return_read_connection(_error: BaseException | None = None) -> None:
     if connection is not None:
         setattr(context, READ_CONNECTION, None)
         connection.close()
+
+
+def lost_meanwhile(error: exc.DBAPIError) -> bool:
+    """Whether a read's statement met a connection lost since it was last used (run it once
+    more on a new one), rather than one that got no answer (that would wait again)."""
+    return error.connection_invalidated and not isinstance(error.orig, NoAnswer)
 
 
 def refuse_writes_in_reads(session: Any, _context: Any, _instances: Any) -> None:
