@@ -25,6 +25,7 @@ from .platform.sql import (
     json_of,
     json_text,
     never_formula,
+    plain_cell,
     spaced_list,
     tables_read,
 )
@@ -83,7 +84,9 @@ CSV_ROWS = select(
         schema_instance(ListingOut),
         {
             **_listings.c,
-            "subcategory_slug": _categories.c.slug,
+            # Slugs (slugs.SLUG_REGEX) need neither a guard nor quotes.
+            "slug": plain_cell(_listings.c.slug),
+            "subcategory_slug": plain_cell(_categories.c.slug),
             # Each link starts with its social's slug (slugs.SLUG_REGEX): never a formula.
             "socials": never_formula(
                 select(spaced_list(_link_cells.c.cell, _link_cells.c.position)).scalar_subquery()

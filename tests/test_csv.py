@@ -602,3 +602,19 @@ def test_cells_in_sql_are_refused_for_what_sql_cannot_write():
         csv_cells(Hooked(), _listings.c)
     with pytest.raises(TypeError, match="no CSV cell in SQL for Integer"):
         csv_cells(Mismatched(), _listings.c)
+
+
+def test_a_line_in_sql_is_refused_for_more_cells_than_a_function_takes(app):
+    """A line is one format of its cells, and PostgreSQL's functions take 100 arguments."""
+    from sqlalchemy import literal_column, select
+
+    from directory_api.platform.sql import CSV_LINE_CELLS, csv_lines_of
+
+    def cells(number):
+        return select(*(literal_column("'x'").label(f"c{n}") for n in range(number)))
+
+    with app.app_context():
+        line = db.session.scalar(csv_lines_of(cells(CSV_LINE_CELLS)))
+    assert line == ",".join(["x"] * CSV_LINE_CELLS) + "\r\n"
+    with pytest.raises(TypeError, match="at most 99 cells"):
+        csv_lines_of(cells(CSV_LINE_CELLS + 1))

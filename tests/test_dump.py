@@ -299,3 +299,42 @@ def test_json_of_refuses_what_it_would_write_differently_from_the_dump():
     for schema, sources, message in cases:
         with pytest.raises(TypeError, match=message):
             json_of(schema, sources)
+
+
+def test_the_database_writes_ids_and_timestamps_as_the_dump_does(app):
+    """sql.uuid_text and sql.timestamp_text: as str(uuid) and the dump's timestamp_text
+    write them (milliseconds cut, not rounded), NULL as NULL; on SQLite a timestamp
+    stored without its fraction (not written by SQLAlchemy) reads as .000."""
+    import uuid
+    from datetime import UTC, datetime
+
+    from sqlalchemy import Uuid, literal, literal_column, null, select
+
+    from directory_api.platform.output import timestamp_text as dumped_timestamp
+    from directory_api.platform.sql import timestamp_text, uuid_text
+    from directory_api.platform.types import UTCDateTime
+
+    some = uuid.uuid4()
+    moments = [
+        datetime(2026, 1, 2, 3, 4, 5, 999999, tzinfo=UTC),
+        datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        datetime(1999, 12, 31, 23, 59, 59, 1000, tzinfo=UTC),
+    ]
+    with app.app_context():
+        row = db.session.execute(
+            select(
+                uuid_text(literal(some, Uuid())),
+                uuid_text(null().cast(Uuid())),
+                timestamp_text(null().cast(UTCDateTime())),
+                *(timestamp_text(literal(moment, UTCDateTime())) for moment in moments),
+            )
+        ).one()
+        assert list(row) == [str(some), None, None, *map(dumped_timestamp, moments)]
+        assert [dumped_timestamp(moment) for moment in moments[:2]] == [
+            "2026-01-02T03:04:05.999Z",
+            "2026-01-02T03:04:05.000Z",
+        ]
+        if db.engine.dialect.name == "sqlite":
+            stored = literal_column("'2026-01-02 03:04:05'", UTCDateTime())
+            written = db.session.scalar(select(timestamp_text(stored)))
+            assert written == "2026-01-02T03:04:05.000Z"

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from marshmallow import Schema, fields, missing
-from sqlalchemy import Select, Table, cast, func, literal_column, select
+from sqlalchemy import Select, Table, cast, literal_column, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.sql.visitors import iterate
@@ -86,12 +86,13 @@ class json_list(FunctionElement):
     inherit_cache = True
 
 
-# SQLAlchemy keeps a UUID in SQLite as its 32 hex digits.
+# SQLAlchemy keeps a UUID in SQLite as its 32 hex digits: one printf of its five parts (a
+# `%.8s` reads the first 8 characters without a copy), not eight concatenations, each of
+# which copies the text so far; NULL stays NULL (printf would write `----`).
 @spelled(
     "CAST({0} AS TEXT)",
-    " || '-' || ".join(
-        f"substr({{0}}, {at}, {n})" for at, n in ((1, 8), (9, 4), (13, 4), (17, 4), (21, 12))
-    ),
+    "CASE WHEN {0} IS NOT NULL THEN printf('%.8s-%.4s-%.4s-%.4s-%s', {0}, substr({0}, 9),"
+    " substr({0}, 13), substr({0}, 17), substr({0}, 21)) END",
 )
 class uuid_text(FunctionElement):
     """A UUID column as `str(uuid)` writes it: 8-4-4-4-12 lower-case hex digits."""
@@ -121,11 +122,12 @@ class json_list_has(FunctionElement):
 
 
 # SQLAlchemy keeps a timestamp in SQLite as `YYYY-MM-DD HH:MM:SS.ffffff`, here in UTC
-# (types.UTCDateTime); one written without its fraction reads as .000.
+# (types.UTCDateTime); one written without its fraction reads as .000. One printf, as a
+# UUID's text above.
 @spelled(
     """to_char({0} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')""",
-    "substr({0}, 1, 10) || 'T' || substr({0}, 12, 8) || '.' || "
-    "substr(substr({0}, 21) || '000', 1, 3) || 'Z'",
+    "CASE WHEN {0} IS NOT NULL THEN printf('%.10sT%.8s.%.3sZ', {0}, substr({0}, 12),"
+    " substr({0}, 21) || '000') END",
 )
 class timestamp_text(FunctionElement):
     """A UTC timestamp column as the API writes it (`fields.timestamp_text`): ISO 8601,
@@ -227,13 +229,23 @@ class never_formula(FunctionElement):
     inherit_cache = True
 
 
+@spelled("{0}", "{0}")
+class plain_cell(never_formula):
+    """A text that needs neither a formula's guard nor CSV quotes, whatever the row: a slug
+    (lower-case letters, digits and single hyphens, slugs.SLUG_REGEX)."""
+
+    type = String()
+    inherit_cache = True
+
+
 # `''''` is one quote. A formula's first character, after any number of quotes: SQLite
-# matches with GLOB (no copy of the text unless it starts with a quote), PostgreSQL with a
-# regular expression.
+# matches with GLOB (one, of the first character, for a text that starts with neither; the
+# quotes are trimmed only for one that starts with a quote), PostgreSQL with a regular
+# expression. Only a guarded text is copied (a concatenation copies).
 @spelled(
-    "CASE WHEN {0} ~ '^''*[-=+@]' THEN '''' ELSE '' END || {0}",
-    "CASE WHEN {0} GLOB '[=+@-]*' OR ({0} GLOB '''*' AND ltrim({0}, '''') GLOB '[=+@-]*')"
-    " THEN '''' ELSE '' END || {0}",
+    "CASE WHEN {0} ~ '^''*[-=+@]' THEN '''' || {0} ELSE {0} END",
+    "CASE WHEN {0} GLOB '[=+@''-]*' AND ltrim({0}, '''') GLOB '[=+@-]*'"
+    " THEN '''' || {0} ELSE {0} END",
 )
 class formula_guarded(FunctionElement):
     """A text as a CSV export writes it (`csv_export.guarded`): a `'` before a formula's
@@ -275,13 +287,13 @@ def csv_cells(schema: Schema, sources: Mapping[str, Any]) -> list[Any]:
 
 # CSV quoting as the csv module's QUOTE_MINIMAL writes it (`csv_export.csv_lines`: a comma
 # between cells, lines ended by CRLF): a text holding a comma, a quote, CR or LF is quoted,
-# its quotes doubled; NULL is an empty cell. One pass over the text to test it (a regular
-# expression, a GLOB), a copy only for the few that need quotes.
+# its quotes doubled; NULL stays NULL (the line's `%s` writes it as an empty cell). One pass
+# over the text to test it (a regular expression, a GLOB), a copy only for the few that
+# need quotes.
 @spelled(
-    """CASE WHEN {0} ~ '[",\\r\\n]' THEN '"' || replace({0}, '"', '""') || '"'"""
-    " ELSE COALESCE({0}, '') END",
+    """CASE WHEN {0} ~ '[",\\r\\n]' THEN '"' || replace({0}, '"', '""') || '"' ELSE {0} END""",
     """CASE WHEN {0} GLOB '*[",' || char(13, 10) || ']*' THEN '"' || replace({0}, '"', '""')"""
-    """ || '"' ELSE ifnull({0}, '') END""",
+    """ || '"' ELSE {0} END""",
 )
 class csv_quoted(FunctionElement):
     """A text as one CSV cell (see above)."""
@@ -298,9 +310,20 @@ class crlf(FunctionElement):
     inherit_cache = True
 
 
+# printf's (PostgreSQL: format's) `%s` writes NULL as an empty text.
+@spelled("format({all})", "printf({all})")
+class formatted(FunctionElement):
+    """Its first argument, a format of `%s` only, filled with the others."""
+
+    type = String()
+    inherit_cache = True
+
+
 # Cells that hold no comma, quote or line break whatever the row (`csv_cells` writes them
 # unguarded, as they are).
-UNQUOTED_CELLS = (uuid_text, timestamp_text)
+UNQUOTED_CELLS = (uuid_text, timestamp_text, plain_cell)
+# A function takes at most 100 arguments on PostgreSQL (127 on SQLite): the format and 99.
+CSV_LINE_CELLS = 99
 
 
 def csv_lines_of(rows: Select) -> Select:
@@ -310,18 +333,20 @@ def csv_lines_of(rows: Select) -> Select:
 
     The rows are a subquery with OFFSET 0, which neither database merges into the line's
     statement (each cell's expression, a subquery among them, would run once per mention
-    in its quoting) and both read in its own order, as it streams."""
+    in its quoting) and both read in its own order, as it streams. The line is one
+    `printf` (`format`) of its cells: a concatenation would copy the line so far once per
+    cell."""
     cells = rows.offset(0).subquery()
     texts = []
     for label, column in zip(rows.selected_columns, cells.c, strict=True):
         plain = isinstance(getattr(label, "element", None), UNQUOTED_CELLS)
-        texts.append(func.coalesce(column, "") if plain else csv_quoted(column))
+        texts.append(column if plain else csv_quoted(column))
     if len(texts) < 2:  # the csv module quotes a row's only cell when it is empty
         raise TypeError("a CSV line of one cell is the csv module's to write")
-    line = texts[0]
-    for text in texts[1:]:
-        line = line + literal_column("','") + text
-    return select(line + crlf())
+    if len(texts) > CSV_LINE_CELLS:
+        raise TypeError(f"a CSV line in SQL has at most {CSV_LINE_CELLS} cells")
+    line_format = literal_column("'" + ",".join(["%s"] * len(texts)) + "'") + crlf()
+    return select(formatted(line_format, *texts))
 
 
 def tables_read(statement: Any) -> frozenset[Table]:
