@@ -212,8 +212,6 @@ def endpoint(
 
         @wraps(view)
         def wrapper(**path: Any) -> Any:
-            if declaration.csv:
-                read_in_transaction()  # its rows stream from a server-side cursor
             check_signed_in(declaration.access)
             if declaration.writes_with_commit:
                 send_with_commit(db.session)
@@ -237,6 +235,8 @@ def endpoint(
                 return EXPORTS.streaming(guarded, **path)
             return guarded(**path)
 
+        if declaration.csv:
+            read_in_transaction(wrapper)  # its rows stream from a server-side cursor
         DECLARATIONS[wrapper] = declaration
         return wrapper
 

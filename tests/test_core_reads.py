@@ -4,6 +4,7 @@ and how many connections a request holds."""
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
 from sqlalchemy import event, select
 from werkzeug.test import Client
 
@@ -11,7 +12,7 @@ from directory_api.models import Location, Region
 from directory_api.platform import reads
 from directory_api.platform.extensions import db
 
-from .factories import make_listing, make_location, make_region
+from .factories import PASSWORD, make_listing, make_location, make_region
 
 REGIONS = Region.__table__
 
@@ -142,3 +143,51 @@ def test_requests_served_in_one_context_leave_no_connection_behind(app):
         for _ in range(3):
             assert server.get("/regions/").status_code == 200
     assert held == {"now": 0, "most": 1, "checkouts": 3}
+
+
+@contextmanager
+def every_pool_held(app) -> Iterator[dict[str, int]]:
+    """`connections_held` over the engine's own pool and its twin for reads together (one
+    pool on SQLite): how many connections a request holds at once, whichever pool."""
+    engines = {db.engine, reads.autocommit_engine(db.engine)}
+    held = {"now": 0, "most": 0}
+
+    def checkout(*_args) -> None:
+        held["now"] += 1
+        held["most"] = max(held["most"], held["now"])
+
+    def checkin(*_args) -> None:
+        held["now"] -= 1
+
+    for engine in engines:
+        event.listen(engine.pool, "checkout", checkout)
+        event.listen(engine.pool, "checkin", checkin)
+    try:
+        yield held
+    finally:
+        for engine in engines:
+            event.remove(engine.pool, "checkout", checkout)
+            event.remove(engine.pool, "checkin", checkin)
+
+
+@pytest.mark.parametrize(
+    "path", ["/locations/harbour/votes/export.csv", "/locations/harbour/businesses/export.csv"]
+)
+def test_a_token_s_export_holds_one_connection_at_a_time(app, clients, world, path):
+    """An export reads in a transaction (its rows stream from a server-side cursor); the
+    token that signs it in is looked up first. Both on one connection, not one of each
+    pool."""
+    made = clients["owner"].post(
+        "/me/tokens/",
+        json={"name": "export", "password": PASSWORD, "scopes": ["directory:read", "votes:read"]},
+    )
+    assert made.status_code == 201, made.get_json()
+    script = app.test_client()
+    fresh_session()
+    with every_pool_held(app) as held:
+        exported = script.get(path, headers={"Authorization": f"Bearer {made.json['token']}"})
+        assert exported.status_code == 200
+        assert exported.mimetype == "text/csv"
+        exported.get_data()
+        exported.close()
+    assert held == {"now": 0, "most": 1}

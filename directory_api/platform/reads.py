@@ -23,9 +23,9 @@ on the request's own connection, on either database (below).
 """
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from flask import Flask, current_app, g, has_request_context, request
+from flask import Flask, current_app, has_request_context, request
 from flask.globals import _cv_request  # the request context: has_request_context() asks it
 from flask_sqlalchemy import record_queries
 from flask_sqlalchemy.session import Session
@@ -65,19 +65,27 @@ def autocommit_engine(engine: Engine) -> Engine:
     return engine.__dict__.get(TWIN, engine)
 
 
+IN_TRANSACTION = "reads_in_transaction"  # a view's flag (`read_in_transaction`)
+View = TypeVar("View", bound=Callable[..., Any])
+
+
 def reading() -> bool:
-    """Whether the session serves a read without a transaction."""
+    """Whether the session serves a read without a transaction: a GET or HEAD whose view
+    does not read in one."""
     return (
         has_request_context()
         and request.method in READ_METHODS
-        and not g.get("read_in_transaction")
+        and not getattr(current_app.view_functions.get(request.endpoint), IN_TRANSACTION, False)
     )
 
 
-def read_in_transaction() -> None:
-    """Serve this read in a transaction after all (a server-side cursor, as an export's,
-    lives in one). Call it before the request's first statement."""
-    g.read_in_transaction = True
+def read_in_transaction(view: View) -> View:
+    """Mark `view`: its reads keep a transaction (a server-side cursor, as an export's,
+    lives in one). Known from the request's URL, so every statement of its requests goes
+    to the same engine from the first on, whoever makes it (the caller's lookup, before the
+    view runs): one connection, not one of each pool."""
+    setattr(view, IN_TRANSACTION, True)
+    return view
 
 
 class ReadAwareSession(Session):
