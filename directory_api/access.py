@@ -23,6 +23,7 @@ from sqlalchemy.orm import joinedload, lazyload, load_only, undefer
 
 from .models import ApiToken, Location, Membership, Role, User, UserStatus
 from .models.api_token import INCLUDED, Scope
+from .platform.application import view_says  # `shows_roles`, `hidden_from_strangers`
 from .platform.bearer import bearer_of, token_hash, well_formed
 from .platform.errors import abort
 from .platform.extensions import db, login_manager
@@ -42,13 +43,6 @@ WITH_ROLES = (
     .options(load_only(Location.slug), lazyload(Location.region))
 )
 SIGNED_IN_USER_WITH_ROLES = SIGNED_IN_USER.options(WITH_ROLES)
-
-
-def view_says(flag: str) -> bool:
-    """Whether this request's view function carries `flag` (set on it where it is
-    defined): `shows_roles`, `hidden_from_strangers`."""
-    view = current_app.view_functions.get(request.endpoint or "")
-    return getattr(view, flag, False)
 
 
 @login_manager.user_loader

@@ -18,10 +18,13 @@ REGIONS = Region.__table__
 
 
 @contextmanager
-def connections_held(app) -> Iterator[dict[str, int]]:
-    """How many connections of the engine that serves reads are checked out: now, at most,
-    and how many checkouts there were."""
-    engine = reads.autocommit_engine(db.engine)
+def connections_held(app, *, every_pool: bool = False) -> Iterator[dict[str, int]]:
+    """How many connections of the engine that serves reads (`every_pool`: of it and the
+    engine's own together, one pool on SQLite) are checked out: now, at most, and how many
+    checkouts there were."""
+    engines = {reads.autocommit_engine(db.engine)}
+    if every_pool:
+        engines.add(db.engine)
     held = {"now": 0, "most": 0, "checkouts": 0}
 
     def checkout(*_args) -> None:
@@ -32,13 +35,15 @@ def connections_held(app) -> Iterator[dict[str, int]]:
     def checkin(*_args) -> None:
         held["now"] -= 1
 
-    event.listen(engine.pool, "checkout", checkout)
-    event.listen(engine.pool, "checkin", checkin)
+    for engine in engines:
+        event.listen(engine.pool, "checkout", checkout)
+        event.listen(engine.pool, "checkin", checkin)
     try:
         yield held
     finally:
-        event.remove(engine.pool, "checkout", checkout)
-        event.remove(engine.pool, "checkin", checkin)
+        for engine in engines:
+            event.remove(engine.pool, "checkout", checkout)
+            event.remove(engine.pool, "checkin", checkin)
 
 
 def fresh_session() -> None:
@@ -145,31 +150,6 @@ def test_requests_served_in_one_context_leave_no_connection_behind(app):
     assert held == {"now": 0, "most": 1, "checkouts": 3}
 
 
-@contextmanager
-def every_pool_held(app) -> Iterator[dict[str, int]]:
-    """`connections_held` over the engine's own pool and its twin for reads together (one
-    pool on SQLite): how many connections a request holds at once, whichever pool."""
-    engines = {db.engine, reads.autocommit_engine(db.engine)}
-    held = {"now": 0, "most": 0}
-
-    def checkout(*_args) -> None:
-        held["now"] += 1
-        held["most"] = max(held["most"], held["now"])
-
-    def checkin(*_args) -> None:
-        held["now"] -= 1
-
-    for engine in engines:
-        event.listen(engine.pool, "checkout", checkout)
-        event.listen(engine.pool, "checkin", checkin)
-    try:
-        yield held
-    finally:
-        for engine in engines:
-            event.remove(engine.pool, "checkout", checkout)
-            event.remove(engine.pool, "checkin", checkin)
-
-
 @pytest.mark.parametrize(
     "path", ["/locations/harbour/votes/export.csv", "/locations/harbour/businesses/export.csv"]
 )
@@ -184,10 +164,10 @@ def test_a_token_s_export_holds_one_connection_at_a_time(app, clients, world, pa
     assert made.status_code == 201, made.get_json()
     script = app.test_client()
     fresh_session()
-    with every_pool_held(app) as held:
+    with connections_held(app, every_pool=True) as held:
         exported = script.get(path, headers={"Authorization": f"Bearer {made.json['token']}"})
         assert exported.status_code == 200
         assert exported.mimetype == "text/csv"
         exported.get_data()
         exported.close()
-    assert held == {"now": 0, "most": 1}
+    assert (held["now"], held["most"]) == (0, 1)

@@ -1,10 +1,11 @@
-"""The Flask class of the service: Flask, less a question it asks on every request."""
+"""The Flask class of the service: Flask, less a question it asks on every request; and
+what a request's view says of itself."""
 
 from collections.abc import Callable
 from inspect import CO_COROUTINE, CO_ITERABLE_COROUTINE
 from typing import Any
 
-from flask import Flask
+from flask import Flask, current_app, request
 
 ASYNC_FLAGS = CO_COROUTINE | CO_ITERABLE_COROUTINE
 
@@ -26,3 +27,10 @@ class Application(Flask):
 def _marked(func: Callable[..., Any]) -> bool:
     """Whether `inspect.markcoroutinefunction` marked `func` (Python 3.12+)."""
     return getattr(getattr(func, "__func__", func), "_is_coroutine_marker", None) is not None
+
+
+def view_says(flag: str) -> bool:
+    """Whether this request's view function carries `flag` (an attribute set on it where it
+    is defined), known from the URL before the view runs."""
+    view = current_app.view_functions.get(request.endpoint or "")
+    return getattr(view, flag, False)

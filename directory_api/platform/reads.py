@@ -31,6 +31,7 @@ from flask_sqlalchemy import record_queries
 from flask_sqlalchemy.session import Session
 from sqlalchemy import Engine, Result, Row, engine_from_config, event, exc
 
+from .application import view_says
 from .timeouts import NoAnswer, bound_postgresql
 
 READ_METHODS = frozenset({"GET", "HEAD"})
@@ -73,9 +74,7 @@ def reading() -> bool:
     """Whether the session serves a read without a transaction: a GET or HEAD whose view
     does not read in one."""
     return (
-        has_request_context()
-        and request.method in READ_METHODS
-        and not getattr(current_app.view_functions.get(request.endpoint), IN_TRANSACTION, False)
+        has_request_context() and request.method in READ_METHODS and not view_says(IN_TRANSACTION)
     )
 
 
