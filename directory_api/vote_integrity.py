@@ -33,7 +33,7 @@ from sqlalchemy import bindparam, func, inspect, select, update
 from sqlalchemy.orm import Session
 
 from .credentials import new_token, presented_hash
-from .models import Listing, Location, Vote, VoteRevision, VoteType, utcnow
+from .models import Employer, Listing, Location, Vote, VoteRevision, VoteType, utcnow
 from .models.listing import new_revision
 from .models.vote import TALLIES, turn_vote_revisions
 from .platform.crypto import email_hashes, keys_for
@@ -99,12 +99,16 @@ RECEIPTS_SINCE = tuple(
 
 
 def send_receipt(
-    vote: Vote, location: Location, address: str, history: "AddressHistory | None" = None
+    vote: Vote,
+    location: Location,
+    address: str,
+    history: "AddressHistory | None" = None,
+    employer: "NamedEmployer | Employer | None" = None,
 ) -> bool:
     """Give `vote` its token and queue its receipt to `address` (as the voter typed it: the
     vote stores its one spelling, and its keyed hash, which the allowance counts on),
-    unless that address had its allowance (its `history`, when read already). Call before
-    the vote has a token."""
+    unless that address had its allowance (its `history`, when read already). The receipt
+    names the vote's `employer`. Call before the vote has a token."""
     cap = current_app.config["VOTE_RECEIPTS_PER_ADDRESS"]
     if cap <= 0:
         return False
@@ -117,7 +121,12 @@ def send_receipt(
     vote.receipt_expires_at = utcnow() + RECEIPT_LIFETIME
     vote.id = vote.id or uuid.uuid4()  # named by its receipt before its first flush
     queue_mail(
-        address, "vote_receipt", about=about(vote), vote=vote, location=location, token=token
+        address,
+        "vote_receipt",
+        about=about(vote),
+        employer=employer,
+        location=location,
+        token=token,
     )
     return True
 
@@ -332,6 +341,15 @@ def mark_duplicate(vote: Vote, history: "AddressHistory | None" = None) -> None:
         return
     with db.session.no_autoflush:
         vote.duplicate_of_id = earliest_same_vote(vote)
+
+
+@dataclass(frozen=True, slots=True)
+class NamedEmployer:
+    """What a new vote and its receipt use of the employer it names (read as columns)."""
+
+    id: uuid.UUID
+    slug: str
+    name: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -578,6 +578,23 @@ def test_an_employer_slug_links_the_vote(client, super_client, employers):
     assert shown.get_json()["employer"] == "globex"
 
 
+@pytest.mark.parametrize(
+    ("named", "said"),
+    [
+        ({"employer": "globex"}, "about the employer Globex."),
+        ({"businessName": "acme LTD"}, "about the employer Acme Ltd."),
+        ({"businessName": "Nobody Ltd"}, "about an employer."),
+    ],
+    ids=["by-slug", "by-name", "none"],
+)
+def test_the_receipt_names_the_employer_the_vote_is_linked_to(client, employers, named, said):
+    """Read by slug as columns (not loaded as an object, issue 36) or found by name, the
+    employer's name is the receipt's."""
+    assert submit(client, "employer", body_for("employer", **named)).status_code == 201
+    [receipt] = queued_mail(template="vote_receipt")
+    assert said in " ".join(receipt.body.split())
+
+
 @pytest.mark.parametrize("slug", ["initech", "nobody", "corner-shop", "Not A Slug"], ids=str)
 def test_an_employer_slug_not_of_this_locations_employers_is_422(client, employers, slug):
     response = submit(client, "employer", body_for("employer", employer=slug))

@@ -12,8 +12,8 @@ from directory_api.models.webhook import GLOBAL_EVENTS, LOCATION_EVENTS
 from directory_api.platform.extensions import db
 from directory_api.webhooks.events import PAYLOAD_LIMIT
 
-from .conftest import link_in, queued_mail, signed_in
-from .factories import grant, make_location, make_user
+from .conftest import link_in, queued_mail, signed_in, statements_run
+from .factories import grant, make_listing, make_location, make_user
 
 HOOKS = "/locations/harbour/webhooks/"
 RECEIVER = "http://127.0.0.1:9/hooks"  # never called here: deliveries are only written
@@ -127,6 +127,22 @@ def test_a_votes_life_is_told_without_personal_data(staff):
     for _, payload in events:  # the reply is public; nothing the voter gave is anywhere
         text = json.dumps(payload)
         assert not [value for value in PERSONAL if value in text], text
+
+
+def test_a_vote_naming_its_employer_by_slug_is_told_without_reading_it_again(staff):
+    """The submission reads the employer's id, slug and name as columns with the voter's
+    history (issue 36); its event names the employer by that slug, and no statement reads
+    the employer's row again for it."""
+    subscribe(staff["owner"], ["vote.submitted"])
+    harbour = db.session.scalars(select(Location).filter_by(slug="harbour")).one()
+    make_listing("employer", harbour, "works", name="Harbour Works")
+    with statements_run() as run:
+        vote(staff, employer="works")
+    reads = [s.sql for s in run if s.sql.startswith("SELECT") and "FROM listings" in s.sql]
+    assert len(reads) == 1, reads  # the submission's, by slug
+    [(kind, payload)] = written()
+    assert kind == "vote.submitted"
+    assert payload["data"]["employer"] == "works"
 
 
 def test_listings_and_the_location_are_told_with_their_public_representation(staff):

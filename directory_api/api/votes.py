@@ -141,23 +141,28 @@ def employer_or_422(employer: Employer | None, slug: str, within: str = "") -> E
     )
 
 
-# The employer a submission names by slug, and what the voter's address did before
-# (vote_integrity.AddressHistory), in one statement: by the address's one hash, or by
-# several while a key is rotated.
+# The employer a submission names by slug (the columns a vote and its receipt use: no ORM
+# object to build), and what the voter's address did before (vote_integrity.AddressHistory),
+# in one statement: by the address's one hash, or by several while a key is rotated.
 EMPLOYER_WITH_HISTORY = tuple(
-    EMPLOYER_BY_SLUG.add_columns(*integrity.history_columns(Employer.id, several))
+    EMPLOYER_BY_SLUG.with_only_columns(Employer.id, Employer.slug, Employer.name).add_columns(
+        *integrity.history_columns(Employer.id, several)
+    )
     for several in (False, True)
 )
 
 
 def employer_with_history(
     location: Location, slug: str, address: str
-) -> tuple[Employer, integrity.AddressHistory]:
-    """`employer_by_slug`, with what `address` did before at the location."""
+) -> tuple[integrity.NamedEmployer, integrity.AddressHistory]:
+    """The employer `slug` names at the location (422 when none), with what `address` did
+    before there."""
     several, values = integrity.history_values(address, location.id)
     row = db.session.execute(EMPLOYER_WITH_HISTORY[several], {**values, "slug": slug}).first()
-    employer, *history = row or (None, None, 0)
-    return employer_or_422(employer, slug), integrity.AddressHistory(*history)
+    if row is None:
+        employer_or_422(None, slug)
+    id_, slug, name, *history = row
+    return integrity.NamedEmployer(id_, slug, name), integrity.AddressHistory(*history)
 
 
 def employer_named(location: Location, name: str) -> Employer | None:
@@ -187,8 +192,11 @@ def submit_employer(data, location: Location):
     typed_email = data.pop("typed_email")
     slug_given = data.pop("employer", None)
     history = None  # read with the employer when the body names it by slug
+    employer: integrity.NamedEmployer | Employer | None
     if slug_given:
         employer, history = employer_with_history(location, slug_given, data["your_email"])
+        # Not loaded as an object: a webhook's event names it by this slug, not read again.
+        webhook_events.known_slug(Employer, employer.id, employer.slug)
     else:
         employer = employer_named(location, data["business_name"])
     # Held (answered as any other) when it looks automated: staff see it as suspect.
@@ -197,13 +205,13 @@ def submit_employer(data, location: Location):
         location_id=location.id,
         type=VoteType.EMPLOYER,
         active=False,
-        employer=employer,
+        employer_id=employer.id if employer is not None else None,
         suspect=suspect,
         **data,
     )
     integrity.mark_duplicate(vote, history)  # for staff; the answer is the same either way
     if not suspect:  # a held one mails no one: the address may be anybody's
-        integrity.send_receipt(vote, location, typed_email, history)
+        integrity.send_receipt(vote, location, typed_email, history, employer)
     db.session.add(vote)
     db.session.flush()
     count(VOTES, VoteType.EMPLOYER.value, "held" if suspect else "accepted")

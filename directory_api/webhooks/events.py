@@ -233,13 +233,22 @@ WRITE_DELIVERIES = WebhookDelivery.__table__.insert().from_select(
 IDENTITY = {model: model.__mapper__.base_mapper.class_ for model in (Location, Employer)}
 
 
+KNOWN_SLUGS = "webhook_known_slugs"
+
+
+def known_slug(model: type, ident: Any, slug: str) -> None:
+    """Tell the events of the transaction under way the slug of a location or an employer
+    read as columns, not loaded: they name it without reading it again."""
+    db.session.info.setdefault(KNOWN_SLUGS, {})[(model, ident)] = slug
+
+
 class Payloads:
     """Builds each event's body, looking up (once per transaction) what it names."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, known: dict[tuple[type, Any], str] | None = None) -> None:
         self.session = session
         self.now = utcnow()
-        self.slugs: dict[tuple[type, Any], str | None] = {}
+        self.slugs: dict[tuple[type, Any], str | None] = {**(known or {})}
 
     def slug_of(self, model: type, ident: Any) -> str | None:
         """A location's or an employer's slug: from the session when loaded, else read."""
@@ -333,13 +342,14 @@ def _write(session: Session) -> None:
         return  # a savepoint: the events go with the transaction's own commit
     session.flush()  # what the commit would flush has its events too (nothing when clean)
     events: dict[Any, Event] = session.info.pop(NOTED, None)
+    known = session.info.pop(KNOWN_SLUGS, {})
     if not events:
         return
     heard = [event for event in events.values() if listened(session, event.location_id)]
     session.info.pop(WITHDRAWN, None)
     if not heard:
         return
-    payloads = Payloads(session)
+    payloads = Payloads(session, known)
     rows = [
         {
             "event_id": uuid.uuid4(),
@@ -357,8 +367,8 @@ def _write(session: Session) -> None:
 def _forget(session: Session, transaction: SessionTransaction) -> None:
     """A transaction that ended without committing takes its events along."""
     if transaction.parent is None:
-        session.info.pop(NOTED, None)
-        session.info.pop(WITHDRAWN, None)
+        for kept in (NOTED, WITHDRAWN, KNOWN_SLUGS):
+            session.info.pop(kept, None)
 
 
 # Registered by create_app (events.py).
