@@ -148,6 +148,16 @@ def _values(obj: Any, attribute: str) -> tuple[Any, Any] | None:
     return _get(target, old_id), _get(target, getattr(obj, column))
 
 
+def _new_value(obj: Any, attribute: str) -> Any:
+    """An attribute of a new object; for a many-to-one relationship left unassigned, the row
+    its foreign key names (a new vote is given its employer's id: api/votes.py)."""
+    value = getattr(obj, attribute)
+    prop = inspect(type(obj)).relationships.get(attribute) if value is None else None
+    if prop is None or prop.uselist:
+        return value
+    return _get(prop.mapper.class_, getattr(obj, next(iter(prop.local_columns)).key))
+
+
 def _related_before(obj: Any, prop: Any) -> Any:
     """The row a many-to-one relationship named before it was assigned, when the old value
     was never loaded: its foreign key still holds it until the flush."""
@@ -169,7 +179,7 @@ def changes_of(obj: Any, audited: Audit, state: str) -> dict[str, list[Any]]:
     changes = {}
     for attribute in audited.fields:
         if state == "new":
-            old, new = None, getattr(obj, attribute)
+            old, new = None, _new_value(obj, attribute)
         elif state == "deleted":
             old, new = getattr(obj, attribute), None
         elif (values := _values(obj, attribute)) is not None:

@@ -286,6 +286,20 @@ def test_the_publics_votes_and_receipts_are_not_privileged_writes(app, clients, 
 # Roles -------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("named", [{"employer": "harbour-works"}, {}], ids=["by-slug", "by-name"])
+def test_a_signed_in_submitter_s_vote_entry_names_its_employer(clients, world, left_by, named):
+    """The submission gives the new vote its employer's id, not the object (issue 36): the
+    entry names the employer by slug all the same (found by helper-22's review)."""
+    make_listing("employer", world["harbour"], "harbour-works", name="Harbour Works")
+    response = clients["owner"].post(
+        "/locations/harbour/votes/submit/employer", json={**VOTE, **named}
+    )
+    assert response.status_code == 201, response.get_json()
+    [entry] = left_by(response)
+    assert entry["action"] == "vote.create"
+    assert entry["changes"]["employer"] == [None, "harbour-works"]
+
+
 def test_inviting_a_new_address_is_one_grant_of_the_new_account(clients, world, left_by):
     invited = clients["super"].post(
         "/locations/harbour/owners/", json={"email": "new.owner@example.com", "name": "Nora"}
