@@ -139,13 +139,11 @@ def _values(obj: Any, attribute: str) -> tuple[Any, Any] | None:
         old = history.deleted[0] if history.deleted else _related_before(obj, prop)
         return old, attr.value
     # Not assigned: its foreign key may have been (an id set directly).
-    column = next(iter(prop.local_columns)).key
-    column_history = inspect(obj).attrs[column].history
+    column_history = inspect(obj).attrs[_foreign_key(prop)].history
     if not column_history.has_changes():
         return None
-    target = prop.mapper.class_
     old_id = column_history.deleted[0] if column_history.deleted else None
-    return _get(target, old_id), _get(target, getattr(obj, column))
+    return _get(prop.mapper.class_, old_id), _named_by_key(obj, prop)
 
 
 def _new_value(obj: Any, attribute: str) -> Any:
@@ -155,7 +153,7 @@ def _new_value(obj: Any, attribute: str) -> Any:
     prop = inspect(type(obj)).relationships.get(attribute) if value is None else None
     if prop is None or prop.uselist:
         return value
-    return _get(prop.mapper.class_, getattr(obj, next(iter(prop.local_columns)).key))
+    return _named_by_key(obj, prop)
 
 
 def _related_before(obj: Any, prop: Any) -> Any:
@@ -163,8 +161,17 @@ def _related_before(obj: Any, prop: Any) -> Any:
     was never loaded: its foreign key still holds it until the flush."""
     if inspect(obj).transient or inspect(obj).pending:
         return None
-    column = next(iter(prop.local_columns)).key
-    return _get(prop.mapper.class_, getattr(obj, column))
+    return _named_by_key(obj, prop)
+
+
+def _foreign_key(prop: Any) -> str:
+    """The attribute holding a many-to-one relationship's foreign key."""
+    return next(iter(prop.local_columns)).key
+
+
+def _named_by_key(obj: Any, prop: Any) -> Any:
+    """The row that `obj`'s foreign key of the many-to-one `prop` names now."""
+    return _get(prop.mapper.class_, getattr(obj, _foreign_key(prop)))
 
 
 def changed_fields(obj: Any) -> dict[str, list[Any]]:

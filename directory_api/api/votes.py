@@ -161,8 +161,7 @@ def employer_with_history(
     row = db.session.execute(EMPLOYER_WITH_HISTORY[several], {**values, "slug": slug}).first()
     if row is None:
         employer_or_422(None, slug)
-    id_, slug, name, *history = row
-    return integrity.NamedEmployer(id_, slug, name), integrity.AddressHistory(*history)
+    return integrity.NamedEmployer(*row[:3]), integrity.AddressHistory(*row[3:])
 
 
 def employer_named(location: Location, name: str) -> Employer | None:
