@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from flask import Flask, Response, current_app, g, request, session
+from flask import Flask, Response, g, request, session
 from flask_login import current_user
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.exc import DBAPIError
@@ -25,6 +25,7 @@ from .models import ApiToken, Location, Membership, Role, User, UserStatus
 from .models.api_token import INCLUDED, Scope
 from .platform.application import view_says  # `shows_roles`, `hidden_from_strangers`
 from .platform.bearer import bearer_of, token_hash, well_formed
+from .platform.current import current_application, current_globals, current_request
 from .platform.errors import abort
 from .platform.extensions import db, login_manager
 from .platform.types import utcnow
@@ -237,7 +238,7 @@ def refuse_token(detail: str) -> None:
 def identify_caller() -> None:
     """A bearer request's caller is its token's user (or a 401); any other request's is
     whoever its session names, as Flask-Login finds them when asked."""
-    text = bearer_of(request)
+    text = bearer_of(current_request())
     if text is None:
         return
     g.session_unused = True  # no cookie is read, kept alive or set (sessions.py)
@@ -260,9 +261,9 @@ def identify_caller() -> None:
 
 def note_use_once_answered(response: Response) -> Response:
     """The last use of this request's token, if due, is written once the answer is out."""
-    used = g.pop("token_used", None)
+    used = current_globals().pop("token_used", None)
     if used is not None:
-        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        app = current_application()
         response.call_on_close(lambda: note_use(app, *used))
     return response
 
@@ -294,7 +295,7 @@ def note_use(app: Flask, token_id: uuid.UUID, now: Any, ip: str | None) -> None:
 
 def calling_token() -> CallingToken | None:
     """The token this request came with, if it came with one."""
-    return g.get("api_token")
+    return current_globals().get("api_token")
 
 
 def granted(scopes: list[str] | tuple[str, ...]) -> set[str]:

@@ -29,7 +29,7 @@ from functools import update_wrapper, wraps
 from typing import Any
 
 import orjson
-from flask import Flask, Response, current_app, g, jsonify, request
+from flask import Flask, Response, g, jsonify
 from marshmallow import Schema
 
 from .access import Access, check_access, check_signed_in, check_token, get_location_or_404
@@ -45,6 +45,7 @@ from .platform.bodies import (
     load_query,
 )
 from .platform.caching import answer_if_known
+from .platform.current import current_application, current_request
 from .platform.errors import APIError
 from .platform.extensions import db
 from .platform.idempotency import idempotent as honour_idempotency_key
@@ -249,7 +250,8 @@ def declaration_of(view: Callable[..., Any] | None) -> Endpoint | None:
 
 def current_declaration() -> Endpoint | None:
     """The declaration of the endpoint the current request is routed to, if any."""
-    return declaration_of(current_app.view_functions.get(request.endpoint or ""))
+    view = current_application().view_functions.get(current_request().endpoint or "")
+    return declaration_of(view)
 
 
 def check_declared(app: Flask) -> None:

@@ -12,6 +12,7 @@ from .access import calling_token, identify_caller, note_use_once_answered
 from .endpoints import current_declaration
 from .platform.bodies import JSON_ONLY, check_media_type
 from .platform.cors import PUBLIC_FORMS
+from .platform.current import current_application, current_globals, current_request
 from .platform.errors import abort
 
 log = logging.getLogger(__name__)
@@ -20,7 +21,7 @@ REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 def assign_request_id() -> None:
-    given = request.headers.get("X-Request-ID", "")
+    given = current_request().headers.get("X-Request-ID", "")
     g.request_id = given if REQUEST_ID.match(given) else uuid.uuid4().hex
 
 
@@ -56,13 +57,14 @@ def refuse_cross_site() -> None:
     A public form's endpoint (`cross_site`) takes them, as from someone signed out: a
     cookie that came along is not used.
     """
-    if request.method in SAFE_METHODS or calling_token() is not None:
+    req = current_request()
+    if req.method in SAFE_METHODS or calling_token() is not None:
         return  # a token is never sent ambiently: a page cannot make a browser send one
-    origin = request.headers.get("Origin")
+    origin = req.headers.get("Origin")
     if origin is not None:
         foreign = not origin_allowed(origin)
     else:
-        foreign = request.headers.get("Sec-Fetch-Site") == "cross-site"
+        foreign = req.headers.get("Sec-Fetch-Site") == "cross-site"
     if not foreign:
         return
     declaration = current_declaration()
@@ -97,7 +99,7 @@ def open_public_forms(response: Response) -> Response:
     page may send it and read every answer, errors included (which field is wrong, when to
     retry), never with a cookie. The frontend's own origins (CORS_ORIGINS) get the app-wide
     answer with credentials, which flask-cors gave before this hook runs."""
-    origin = request.headers.get("Origin")
+    origin = current_request().headers.get("Origin")
     if origin is None or "Access-Control-Allow-Origin" in response.headers:
         return response
     declaration = current_declaration()
@@ -119,15 +121,16 @@ def too_long_unannounced(limit: int) -> bool:
 def require_json_bodies() -> None:
     """Any body must be JSON (forms or CSV only where an endpoint declares them) and within
     the size limit (an import's own, IMPORT_MAX_BYTES, for a CSV body)."""
-    if request.method in SAFE_METHODS or request.routing_exception is not None:
+    req = current_request()
+    if req.method in SAFE_METHODS or req.routing_exception is not None:
         return  # an unknown path or method answers 404/405 whatever the body
     declaration = current_declaration()
     if declaration is not None and declaration.csv_body:
-        request.max_content_length = current_app.config["IMPORT_MAX_BYTES"]
-    length = request.content_length
-    if not length and "chunked" not in request.headers.get("Transfer-Encoding", "").lower():
+        req.max_content_length = current_application().config["IMPORT_MAX_BYTES"]
+    length = req.content_length
+    if not length and "chunked" not in req.headers.get("Transfer-Encoding", "").lower():
         return
-    limit = request.max_content_length
+    limit = req.max_content_length
     if limit and length and length > limit:
         abort(413, f"The request body is larger than {limit} bytes.")
     if limit and length is None and too_long_unannounced(limit):
@@ -146,12 +149,12 @@ CONTENT_SECURITY_POLICY = "default-src 'none'; frame-ancestors 'none'"
 
 
 def add_security_headers(response: Response) -> Response:
-    headers = response.headers
-    headers.add("X-Request-ID", g.get("request_id") or uuid.uuid4().hex)
+    headers, config = response.headers, current_application().config
+    headers.add("X-Request-ID", current_globals().get("request_id") or uuid.uuid4().hex)
     headers.extend(SECURITY_HEADERS)
-    max_age = current_app.config["HSTS_MAX_AGE"]
-    if max_age and request.is_secure:  # browsers ignore it over http (RFC 6797 8.1)
-        subdomains = "; includeSubDomains" if current_app.config["HSTS_INCLUDE_SUBDOMAINS"] else ""
+    max_age = config["HSTS_MAX_AGE"]
+    if max_age and current_request().is_secure:  # browsers ignore it over http (RFC 6797 8.1)
+        subdomains = "; includeSubDomains" if config["HSTS_INCLUDE_SUBDOMAINS"] else ""
         headers.add("Strict-Transport-Security", f"max-age={max_age}{subdomains}")
     # Nothing answered is a page to render, but the documentation, which sets its own.
     if "Content-Security-Policy" not in headers:

@@ -8,7 +8,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from flask import Blueprint, Response, current_app, g, request
+from flask import Blueprint, Response, current_app, g
 from marshmallow import ValidationError
 from sqlalchemy import Row, Select, bindparam, select
 from sqlalchemy.orm import joinedload, selectinload
@@ -33,6 +33,7 @@ from ..platform import reads
 from ..platform.caching import answer_if_known, may_answer_early
 from ..platform.csv_export import columns, csv_response
 from ..platform.csv_import import read_rows, row_key
+from ..platform.current import current_application, current_globals, current_request
 from ..platform.errors import APIError, abort, invalid
 from ..platform.extensions import db
 from ..platform.limits import costly_reads_per_ip, exports_per_ip, read_was_costly
@@ -209,7 +210,8 @@ def too_few_to_be_broad() -> bool:
     """The path's location lists fewer than RATELIMIT_BROAD_SEARCH_ROWS of the kind searched
     (`g.listing_counts`): no search of it reads that many, so none checks the allowance of
     broad searches (an address past it may still search there)."""
-    return g.listing_counts[0] < current_app.config["RATELIMIT_BROAD_SEARCH_ROWS"]
+    counted = current_globals().listing_counts[0]
+    return counted < current_application().config["RATELIMIT_BROAD_SEARCH_ROWS"]
 
 
 # One limit for both kinds' searches (Flask-Limiter keys a route's limits by its view's
@@ -270,7 +272,7 @@ def listings_blueprint(
     )
 
     def revision_of(location: Row) -> tuple[Any, ...]:
-        return location.id, kind, g.listing_counts[1]
+        return location.id, kind, current_globals().listing_counts[1]
 
     def locate_with_counts(slug: str) -> Row:
         """The path's location as these reads use it (a row with its `id` and `slug`), and
@@ -293,7 +295,7 @@ def listings_blueprint(
         there the two statements cost less than the one (bench/INSTRUCTIONS.md)."""
         if db.engine.dialect.name == "sqlite" or may_answer_early():
             return False
-        args = request.args
+        args = current_request().args
         try:  # as the query's schema reads it ("01" too); one it refuses is not
             return int(args.get("page", "1")) == 1 and "subcategory" not in args
         except ValueError:
@@ -316,7 +318,7 @@ def listings_blueprint(
         )
         if page.located is None:
             g.path_location = locate_with_counts(slug)
-            page.total = g.listing_counts[0]
+            page.total = current_globals().listing_counts[0]
             return page
         location = g.path_location = PathLocation(*page.located)
         g.listing_counts = (location.total or 0, location.revision)
@@ -342,7 +344,7 @@ def listings_blueprint(
             of_subcategory if "subcategory" in args else of_location,
             args,
             tiebreak=_listings.c.id,
-            total=None if "subcategory" in args else g.listing_counts[0],
+            total=None if "subcategory" in args else current_globals().listing_counts[0],
             encoded=listings_output,
             revision=revision_of(location),
             params=params,
@@ -407,7 +409,7 @@ def listings_blueprint(
             },
         )
         broad = current_app.config["RATELIMIT_BROAD_SEARCH_ROWS"]
-        if rows_read(found, page.total, g.listing_counts[0]) >= broad:
+        if rows_read(found, page.total, current_globals().listing_counts[0]) >= broad:
             read_was_costly()
         return page
 

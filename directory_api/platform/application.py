@@ -5,7 +5,9 @@ from collections.abc import Callable
 from inspect import CO_COROUTINE, CO_ITERABLE_COROUTINE
 from typing import Any
 
-from flask import Flask, current_app, request
+from flask import Flask
+
+from .current import current_application, current_request
 
 ASYNC_FLAGS = CO_COROUTINE | CO_ITERABLE_COROUTINE
 
@@ -32,5 +34,5 @@ def _marked(func: Callable[..., Any]) -> bool:
 def view_says(flag: str) -> bool:
     """Whether this request's view function carries `flag` (an attribute set on it where it
     is defined), known from the URL before the view runs."""
-    view = current_app.view_functions.get(request.endpoint or "")
+    view = current_application().view_functions.get(current_request().endpoint or "")
     return getattr(view, flag, False)

@@ -5,6 +5,7 @@ from typing import Any
 from flask import Request, request
 from marshmallow import Schema, ValidationError
 
+from .current import current_request
 from .errors import abort
 
 
@@ -30,7 +31,7 @@ def check_media_type(accepted: frozenset[str]) -> None:
     Applied before any view to every request that carries a body (protection.py), and when
     a declared body is loaded (a request without one has no media type: 415 too).
     """
-    if request.mimetype in accepted:
+    if current_request().mimetype in accepted:
         return
     wanted = CSV_MIMETYPE if CSV_MIMETYPE in accepted else JSON_MIMETYPE
     abort(415, f"The request body must be {wanted}.")
@@ -49,7 +50,8 @@ def load_body(schema: Schema, *, forms: bool = False) -> dict[str, Any]:
     """Validate the request body: 415 for another media type, 400 for broken JSON, else 422."""
     check_media_type(JSON_ONLY | FORM_MIMETYPES if forms else JSON_ONLY)
     # Malformed JSON raises 400.
-    data = request.form.to_dict() if request.mimetype in FORM_MIMETYPES else request.get_json()
+    req = current_request()
+    data = req.form.to_dict() if req.mimetype in FORM_MIMETYPES else req.get_json()
     if not isinstance(data, dict):
         abort(
             422,
@@ -66,7 +68,7 @@ def load_query(schema: Schema) -> dict[str, Any]:
     """Validate the query string; a repeated or unknown parameter is an error too."""
     args: dict[str, Any] = {}
     errors: dict[str, list[str]] = {}
-    for key, values in request.args.lists():
+    for key, values in current_request().args.lists():
         if len(values) > 1:
             errors[key] = ["Give this parameter once."]
         args[key] = values[-1]

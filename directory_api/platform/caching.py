@@ -26,9 +26,10 @@ revisions of the location's votes (`VoteRevision`) and of its employers.
 import time
 from collections.abc import Hashable
 
-from flask import Flask, Response, current_app, g, request, session
+from flask import Flask, Response, session
 from werkzeug.http import generate_etag, quote_etag
 
+from .current import current_application, current_globals, current_request
 from .recent import RecentlyUsed, request_key
 from .sessions import USER_KEY
 
@@ -59,7 +60,7 @@ def period() -> int:
     """The current stretch of PUBLIC_MAX_AGE seconds. A streamed answer's tag changes with
     it, so a change that bypasses the app (and its revision) is seen within the time a
     public cache may keep the answer anyway, as it is for pages (recent.py)."""
-    return int(time.time()) // max(current_app.config["PUBLIC_MAX_AGE"], 1)
+    return int(time.time()) // max(current_application().config["PUBLIC_MAX_AGE"], 1)
 
 
 def answer_if_known(*revision: Hashable, streamed: bool = False) -> Response | None:
@@ -67,34 +68,36 @@ def answer_if_known(*revision: Hashable, streamed: bool = False) -> Response | N
     answered for them last: a 304 when the client holds its ETag, else the answer again
     when it was kept; None when the read must do its work (and its answer is then kept, by
     `cache_headers`). A `streamed` answer's ETag is known without answering it first."""
+    req, state = current_request(), current_globals()
     if streamed:
-        key = g.answer_key = request_key(*revision, period())
+        key = state.answer_key = request_key(*revision, period())
         # "*" is left to the read: it would match an export whose query is refused (422).
-        if request.if_none_match.star_tag:
+        if req.if_none_match.star_tag:
             return None
         kept, tag = None, streamed_tag(key)
     else:
-        key = g.answer_key = request_key(*revision)
+        key = state.answer_key = request_key(*revision)
         kept = KNOWN_ANSWERS.get(key)
         tag = kept[0] if kept is not None else KNOWN_TAGS.get(key)
     if tag is None:
         return None
-    if request.if_none_match.contains_weak(tag):
+    if req.if_none_match.contains_weak(tag):
         response = Response(status=304)
     elif kept is not None:
-        response = current_app.response_class(kept[1], headers=kept[2])
+        response = current_application().response_class(kept[1], headers=kept[2])
     else:
         return None
     response.set_etag(tag)
-    g.answered_early = True
+    state.answered_early = True
     return response
 
 
 def url_key() -> bytes:
     """This request's URL as `ANSWERED_URLS` keys it, worked out once per request."""
-    key = g.get("url_key")
+    state = current_globals()
+    key = state.get("url_key")
     if key is None:
-        key = g.url_key = request_key()
+        key = state.url_key = request_key()
     return key
 
 
@@ -102,7 +105,8 @@ def may_answer_early() -> bool:
     """Whether `answer_if_known` might answer this read before its work: the client holds
     an ETag, or this process answered its URL before. Where neither, a read may find its
     revision in the statement that does its work (endpoints.Endpoint.locate_later)."""
-    return "HTTP_IF_NONE_MATCH" in request.environ or ANSWERED_URLS.get(url_key()) is not None
+    in_environ = "HTTP_IF_NONE_MATCH" in current_request().environ
+    return in_environ or ANSWERED_URLS.get(url_key()) is not None
 
 
 def keep_answer(key: bytes, tag: str, response: Response) -> None:
@@ -120,10 +124,11 @@ def keep_answer(key: bytes, tag: str, response: Response) -> None:
 def signed_in() -> bool:
     """Whether the request carries a session (a sign-in, or a cookie that was one) or a
     bearer token (whose answer no cache may keep either)."""
+    req = current_request()
     return (
-        current_app.config["SESSION_COOKIE_NAME"] in request.cookies
+        current_application().config["SESSION_COOKIE_NAME"] in req.cookies
         or bool(session.get(USER_KEY))
-        or "Authorization" in request.headers
+        or "Authorization" in req.headers
     )
 
 
@@ -144,18 +149,19 @@ def cache_headers(response: Response) -> Response:
     private = signed_in()
     if private:
         response.headers["Cache-Control"] = "no-store"
-    if request.method not in CONDITIONAL_METHODS or response.status_code not in ANSWERED:
+    req, state = current_request(), current_globals()
+    if req.method not in CONDITIONAL_METHODS or response.status_code not in ANSWERED:
         return response
-    if not private and not request.path.startswith(UNCACHED_PREFIX):
-        max_age = current_app.config["PUBLIC_MAX_AGE"]
+    if not private and not req.path.startswith(UNCACHED_PREFIX):
+        max_age = current_application().config["PUBLIC_MAX_AGE"]
         response.headers["Cache-Control"] = f"public, max-age={max_age}"
-    if g.get("answered_early"):  # by answer_if_known: its ETag set, nothing new to keep
+    if state.get("answered_early"):  # by answer_if_known: its ETag set, nothing new to keep
         return response
     if response.is_streamed:  # not hashed (it is not at hand); tagged if its revision is known
-        key = g.get("answer_key")
+        key = state.get("answer_key")
         if key is not None:
             response.set_etag(streamed_tag(key))
-            if request.if_none_match.star_tag:  # left to the read by answer_if_known
+            if req.if_none_match.star_tag:  # left to the read by answer_if_known
                 response.close()  # not one row read: the stream has not started
                 response.response, response.status_code = [], 304
         return response
@@ -163,14 +169,14 @@ def cache_headers(response: Response) -> Response:
     if tag is None:  # the view set none: the body's hash (Response.add_etag, not parsed back)
         tag = generate_etag(response.get_data())
         response.headers["ETag"] = quote_etag(tag)
-    key = g.get("answer_key")
+    key = state.get("answer_key")
     if key is not None:
         keep_answer(key, tag, response)
     # If-None-Match is the one condition here (no Last-Modified, no ranges), compared weakly
     # (RFC 9110 13.1.2). Werkzeug's make_conditional did more per request (a Date header the
     # server replaces, range parsing) and answered 200 to a matching If-None-Match beside
     # a matching If-Match.
-    if "HTTP_IF_NONE_MATCH" in request.environ and request.if_none_match.contains_weak(tag):
+    if "HTTP_IF_NONE_MATCH" in req.environ and req.if_none_match.contains_weak(tag):
         response.status_code = 304
     return response
 

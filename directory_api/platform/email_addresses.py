@@ -9,7 +9,9 @@ a voter's address use `normalize_email`; the `Email` field (schemas/fields.py) s
 import unicodedata
 
 from email_validator import EmailNotValidError, validate_email
-from flask import has_request_context, request
+from flask import has_request_context
+
+from .current import current_request
 
 EMAIL_LENGTH = 254  # RFC 5321's limit on a path, less its angle brackets
 MEMO = "directory_api.canonical_emails"  # the request's environ: its addresses, checked
@@ -37,7 +39,7 @@ def canonical_email(text: str) -> str:
     Kept for the rest of the request (a vote's address is read by its schema, its rate
     limit, its duplicate check and its receipt: the validator once, not four times), and
     no longer: a process keeps no address past the request that brought it."""
-    memo = request.environ.setdefault(MEMO, {}) if has_request_context() else {}
+    memo = current_request().environ.setdefault(MEMO, {}) if has_request_context() else {}
     found = memo.get(text)
     if found is None:
         result = validate_email(_fold(text), check_deliverability=False)

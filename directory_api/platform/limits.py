@@ -7,10 +7,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from flask import Flask, Response, current_app, g, request
+from flask import Flask, Response, g, request
 from flask_limiter import Limiter
 from flask_login import current_user
 
+from .current import current_application
 from .email_addresses import normalize_email
 from .extensions import client_network, limiter
 
@@ -19,7 +20,7 @@ LIMIT_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Rese
 
 
 def configured(name: str) -> Callable[[], str]:
-    return lambda: current_app.config[name]
+    return lambda: current_application().config[name]
 
 
 def email_in_body() -> str:

@@ -11,7 +11,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from flask import Flask, Response, g, has_request_context, request, request_finished
+from flask import Flask, Response, g, has_request_context, request_finished
+
+from .current import current_globals, current_request
 
 # Paths whose rest is a secret token. Matched on the path itself, not on the route, so the
 # token is redacted whatever the answer: a 404 or 405 matches no route.
@@ -36,7 +38,9 @@ class RequestIdFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, "request_id"):
-            record.request_id = g.get("request_id", "-") if has_request_context() else "-"
+            record.request_id = (
+                current_globals().get("request_id", "-") if has_request_context() else "-"
+            )
         return True
 
 
@@ -103,7 +107,7 @@ def redact_tokens(path: str) -> str:
 
 
 def logged_path() -> str:
-    return escape_for_log(redact_tokens(request.path))
+    return escape_for_log(redact_tokens(current_request().path))
 
 
 def start_timer() -> None:
@@ -111,16 +115,17 @@ def start_timer() -> None:
 
 
 def log_request(_sender: Flask, response: Response, **_extra: Any) -> None:
-    started = g.get("started")
-    user = g.get("_login_user")  # only if this request loaded one; never loads it for logging
-    method, path = escape_for_log(request.method), logged_path()
+    state = current_globals()
+    started = state.get("started")
+    user = state.get("_login_user")  # only if this request loaded one; never loads it for logging
+    method, path = escape_for_log(current_request().method), logged_path()
     request_log.info(
         "%s %s %s",
         method,
         path,
         response.status_code,
         extra={
-            "request_id": g.get("request_id"),
+            "request_id": state.get("request_id"),
             "method": method,
             "path": path,
             "status": response.status_code,

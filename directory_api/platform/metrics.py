@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from flask import Flask, Response, current_app, g, request, request_finished
+from flask import Flask, Response, current_app, request, request_finished
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -35,6 +35,8 @@ from prometheus_client import (
     multiprocess,
 )
 from prometheus_client.core import Metric
+
+from .current import current_globals, current_request
 
 disable_created_metrics()  # a `_created` series beside each counter doubles every scrape
 
@@ -81,7 +83,7 @@ def count(counter: Counter, *labels: str) -> None:
 
 def route_of() -> str:
     """The template of the route the request matched: a bounded set of labels."""
-    rule = request.url_rule
+    rule = current_request().url_rule
     return rule.rule if rule is not None else UNMATCHED
 
 
@@ -94,12 +96,12 @@ def observe(_sender: Flask, response: Response, **_extra: Any) -> None:
     route = route_of()
     if route == PATH:
         return
-    key = (request.method, route, f"{response.status_code // 100}xx")
+    key = (current_request().method, route, f"{response.status_code // 100}xx")
     counter = _requests.get(key)
     if counter is None:
         counter = _requests[key] = REQUESTS.labels(*key)
     counter.inc()
-    started = g.get("started")
+    started = current_globals().get("started")
     if started is not None:
         histogram = _latency.get(route)
         if histogram is None:

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from flask import Response, jsonify, request
+from flask import Response, jsonify
 from marshmallow import Schema, ValidationError, fields, validate
 from sqlalchemy.orm import InstrumentedAttribute
+
+from .current import current_request
 
 MAX_PER_PAGE = 100
 DEFAULT_PER_PAGE = 20
@@ -122,13 +124,14 @@ class Page:
 def page_url() -> Callable[[int], str]:
     """The URL of another page of this list: the request's, `page` set (the first value of
     each argument, in their order; `page` where it was, else last), encoded once."""
-    args = request.args.to_dict()
+    req = current_request()
+    args = req.args.to_dict()
     args["page"] = ""
     pairs = [urlencode({key: value}) for key, value in args.items()]
     at = list(args).index("page")
     # The path as sent, percent-encoded again: a search term may hold any character,
     # line breaks included, and a header may not.
-    prefix = quote(request.path, safe=PATH_SAFE) + "?" + "".join(f"{p}&" for p in pairs[:at])
+    prefix = quote(req.path, safe=PATH_SAFE) + "?" + "".join(f"{p}&" for p in pairs[:at])
     suffix = "".join(f"&{p}" for p in pairs[at + 1 :])
     return lambda page: f"{prefix}page={page}{suffix}"
 

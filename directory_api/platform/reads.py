@@ -25,13 +25,14 @@ on the request's own connection, on either database (below).
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from flask import Flask, current_app, has_request_context, request
+from flask import Flask, has_request_context, request
 from flask.globals import _cv_request  # the request context: has_request_context() asks it
 from flask_sqlalchemy import record_queries
 from flask_sqlalchemy.session import Session
 from sqlalchemy import Engine, Result, Row, engine_from_config, event, exc
 
 from .application import view_says
+from .current import current_application, current_request
 from .timeouts import NoAnswer, bound_postgresql
 
 READ_METHODS = frozenset({"GET", "HEAD"})
@@ -74,7 +75,9 @@ def reading() -> bool:
     """Whether the session serves a read without a transaction: a GET or HEAD whose view
     does not read in one."""
     return (
-        has_request_context() and request.method in READ_METHODS and not view_says(IN_TRANSACTION)
+        has_request_context()
+        and current_request().method in READ_METHODS
+        and not view_says(IN_TRANSACTION)
     )
 
 
@@ -138,7 +141,7 @@ def scalar(statement: Any, params: Any = None) -> Any:
 
 
 def _run(statement: Any, params: Any, fetch: Callable[[Result], Any]) -> Any:
-    db = current_app.extensions["sqlalchemy"]  # extensions.db (which imports this module)
+    db = current_application().extensions["sqlalchemy"]  # extensions.db (it imports this module)
     sessions = db.session.registry  # asked without making one
     if (sessions.has() and sessions().in_transaction()) or not reading():
         return fetch(db.session.execute(statement, params))

@@ -18,7 +18,7 @@ from threading import Lock
 from time import monotonic
 from typing import Any
 
-from flask import current_app, request
+from .current import current_application, current_request
 
 
 class RecentlyUsed:
@@ -33,7 +33,7 @@ class RecentlyUsed:
     def get(self, key: Hashable) -> Any:
         """The value kept for `key`, if it was kept less than `PUBLIC_MAX_AGE` s ago (or,
         without `lifetime`, at all)."""
-        lifetime = current_app.config["PUBLIC_MAX_AGE"] if self.lifetime else None
+        lifetime = current_application().config["PUBLIC_MAX_AGE"] if self.lifetime else None
         with self.lock:
             entry = self.entries.get(key)
             if entry is None:
@@ -55,7 +55,8 @@ class RecentlyUsed:
 
 def request_key(*state: Hashable, skip_arg: str | None = None) -> bytes:
     """A digest of the request's path and query (less `skip_arg`) and `state`."""
-    query: Any = request.query_string
+    req = current_request()
+    query: Any = req.query_string
     if skip_arg is not None:
-        query = sorted(item for item in request.args.items(multi=True) if item[0] != skip_arg)
-    return hashlib.blake2b(repr((request.path, query, state)).encode(), digest_size=20).digest()
+        query = sorted(item for item in req.args.items(multi=True) if item[0] != skip_arg)
+    return hashlib.blake2b(repr((req.path, query, state)).encode(), digest_size=20).digest()

@@ -49,6 +49,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from .crypto import keys_for
+from .current import current_globals
 from .errors import STORE_UNAVAILABLE, rewrite_as_problem
 from .timeouts import redis_options
 
@@ -256,7 +257,7 @@ class SessionLifetimeMixin:
         session.saved_now = True
 
     def save_session(self, app: Flask, session: ServerSideSession, response: Response) -> None:
-        if g.get("session_unused"):
+        if current_globals().get("session_unused"):
             return  # a public form posted from another site: the cookie plays no part
         if response.status_code >= 400 and getattr(session, "saved_now", False):
             # The request failed after storing its new session (a sign-in whose commit was
