@@ -12,7 +12,12 @@ from .access import calling_token, identify_caller, note_use_once_answered
 from .endpoints import current_declaration
 from .platform.bodies import JSON_ONLY, check_media_type
 from .platform.cors import PUBLIC_FORMS
-from .platform.current import current_application, current_globals, current_request
+from .platform.current import (
+    current_application,
+    current_globals,
+    current_request,
+    header_names,
+)
 from .platform.errors import abort
 
 log = logging.getLogger(__name__)
@@ -21,7 +26,8 @@ REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 def assign_request_id() -> None:
-    given = current_request().headers.get("X-Request-ID", "")
+    # The environ, not request.headers, whose miss raises and catches a KeyError (current.py).
+    given = current_request().environ.get("HTTP_X_REQUEST_ID", "")
     g.request_id = given if REQUEST_ID.match(given) else uuid.uuid4().hex
 
 
@@ -60,11 +66,11 @@ def refuse_cross_site() -> None:
     req = current_request()
     if req.method in SAFE_METHODS or calling_token() is not None:
         return  # a token is never sent ambiently: a page cannot make a browser send one
-    origin = req.headers.get("Origin")
+    origin = req.environ.get("HTTP_ORIGIN")
     if origin is not None:
         foreign = not origin_allowed(origin)
     else:
-        foreign = req.headers.get("Sec-Fetch-Site") == "cross-site"
+        foreign = req.environ.get("HTTP_SEC_FETCH_SITE") == "cross-site"
     if not foreign:
         return
     declaration = current_declaration()
@@ -99,7 +105,7 @@ def open_public_forms(response: Response) -> Response:
     page may send it and read every answer, errors included (which field is wrong, when to
     retry), never with a cookie. The frontend's own origins (CORS_ORIGINS) get the app-wide
     answer with credentials, which flask-cors gave before this hook runs."""
-    origin = current_request().headers.get("Origin")
+    origin = current_request().environ.get("HTTP_ORIGIN")
     if origin is None or "Access-Control-Allow-Origin" in response.headers:
         return response
     declaration = current_declaration()
@@ -157,7 +163,7 @@ def add_security_headers(response: Response) -> Response:
         subdomains = "; includeSubDomains" if config["HSTS_INCLUDE_SUBDOMAINS"] else ""
         headers.add("Strict-Transport-Security", f"max-age={max_age}{subdomains}")
     # Nothing answered is a page to render, but the documentation, which sets its own.
-    if "Content-Security-Policy" not in headers:
+    if "content-security-policy" not in header_names(headers):
         headers.add("Content-Security-Policy", CONTENT_SECURITY_POLICY)
     return response
 

@@ -10,16 +10,35 @@ from flask import Flask
 from .current import current_application, current_request
 
 ASYNC_FLAGS = CO_COROUTINE | CO_ITERABLE_COROUTINE
+SYNC_KEPT = 1_000  # answers kept: every hook and view of the app, with room to spare
 
 
 class Application(Flask):
     """Flask asks `inspect.iscoroutinefunction` of every hook and view it calls, about 15
     times a request here, to run an `async def` one through asgiref; the question costs
-    more than most hooks (3 % of a 304, callgrind). A plain function's code object answers
-    it: its flags. Anything else (a partial, a callable object, a function marked by
-    `inspect.markcoroutinefunction`) is asked as Flask asks."""
+    more than most hooks (3 % of a 304, callgrind). Its answer for a function is known once
+    asked: the hooks and views are the same few dozen from start to end. A plain
+    function's code object answers it at first (its flags); anything else (a partial, a
+    callable object, a function marked by `inspect.markcoroutinefunction`) is asked as
+    Flask asks."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sync: dict[Callable[..., Any], Callable[..., Any]] = {}
 
     def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        try:
+            known = self._sync.get(func)  # a bound method made anew is equal to the last one
+        except TypeError:  # an unhashable callable object: asked each time
+            return self._ensure_sync_uncached(func)
+        if known is not None:
+            return known
+        made = self._ensure_sync_uncached(func)
+        if len(self._sync) < SYNC_KEPT:  # functions made at run time, if any, are not kept
+            self._sync[func] = made
+        return made
+
+    def _ensure_sync_uncached(self, func: Callable[..., Any]) -> Callable[..., Any]:
         code = getattr(func, "__code__", None)  # a function's, or a bound method's function's
         if code is not None and not code.co_flags & ASYNC_FLAGS and not _marked(func):
             return func

@@ -65,7 +65,7 @@ def bearer_of(request: Request) -> str | None:
     the query string is a 400 (it would land in logs and browser histories)."""
     if b"access_token" in request.query_string and "access_token" in request.args:
         abort(400, "Send a token in the Authorization header, never in the URL.")
-    header = request.headers.get("Authorization")
+    header = request.environ.get("HTTP_AUTHORIZATION")  # request.headers: a KeyError when none
     if header is None:
         return None
     scheme, token = [*header.split(None, 1), "", ""][:2]  # a space or a tab between

@@ -29,7 +29,7 @@ from collections.abc import Hashable
 from flask import Flask, Response, session
 from werkzeug.http import generate_etag, quote_etag
 
-from .current import current_application, current_globals, current_request
+from .current import current_application, current_globals, current_request, header_names
 from .recent import RecentlyUsed, request_key
 from .sessions import USER_KEY
 
@@ -128,23 +128,24 @@ def signed_in() -> bool:
     return (
         current_application().config["SESSION_COOKIE_NAME"] in req.cookies
         or bool(session.get(USER_KEY))
-        or "Authorization" in req.headers
+        or "HTTP_AUTHORIZATION" in req.environ  # req.headers would raise and catch a KeyError
     )
 
 
-def vary_on_the_caller(response: Response) -> None:
+def vary_on_the_caller(response: Response, names: set[str]) -> None:
     """`Vary: Cookie, Authorization`, beside any the view set. Written as text where there is
     none (parsing it into a header set, as `response.vary` does, is most of this)."""
-    if response.headers.get("Vary"):
+    if "vary" in names and response.headers["Vary"]:
         response.vary.update(VARY)
     else:
         response.headers["Vary"] = ", ".join(VARY)
 
 
 def cache_headers(response: Response) -> Response:
-    vary_on_the_caller(response)
+    names = header_names(response.headers)  # the view's and earlier hooks'
+    vary_on_the_caller(response, names)
     # The view's: an answer no one may use twice (read as text: views write it so).
-    if "no-store" in response.headers.get("Cache-Control", ""):
+    if "cache-control" in names and "no-store" in response.headers["Cache-Control"]:
         return response
     private = signed_in()
     if private:
@@ -165,7 +166,7 @@ def cache_headers(response: Response) -> Response:
                 response.close()  # not one row read: the stream has not started
                 response.response, response.status_code = [], 304
         return response
-    tag = response.get_etag()[0]
+    tag = response.get_etag()[0] if "etag" in names else None
     if tag is None:  # the view set none: the body's hash (Response.add_etag, not parsed back)
         tag = generate_etag(response.get_data())
         response.headers["ETag"] = quote_etag(tag)
