@@ -49,6 +49,7 @@ from .platform.current import current_application, current_request
 from .platform.errors import APIError
 from .platform.extensions import db
 from .platform.idempotency import idempotent as honour_idempotency_key
+from .platform.limits import rate_limited
 from .platform.output import Written, dumped, schema_instance
 from .platform.pagination import Page, page_answer
 from .platform.reads import read_in_transaction
@@ -238,6 +239,8 @@ def endpoint(
 
         if declaration.csv:
             read_in_transaction(wrapper)  # its rows stream from a server-side cursor
+        if declaration.limits:
+            rate_limited(wrapper)
         DECLARATIONS[wrapper] = declaration
         return wrapper
 

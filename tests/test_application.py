@@ -1,4 +1,5 @@
-"""The service's Flask class, and what a request without a session asks of the store."""
+"""The service's Flask class, what a request without a session asks of the store, and the
+rate limits' headers on routes with and without a limit."""
 
 import functools
 
@@ -34,6 +35,26 @@ def test_a_coroutine_function_is_run_as_flask_runs_it(monkeypatch):
     partial = functools.partial(coroutine)
     assert app.ensure_sync(partial)() == "ran"
     assert wrapped == [coroutine, partial]
+    # Asked again (Flask asks on every request), the answer kept is given: not wrapped anew.
+    assert app.ensure_sync(partial) is app.ensure_sync(partial)
+    assert wrapped == [coroutine, partial]
+
+
+class Unhashable:
+    __hash__ = None
+
+    def __call__(self):
+        return "called"
+
+
+def test_a_bound_method_made_anew_and_an_unhashable_callable_are_answered_too():
+    app = Application(__name__)
+    first = app.ensure_sync(app.make_response)
+    assert first == app.make_response  # a new bound method object each time, equal to it
+    assert app.ensure_sync(app.make_response) is first
+    caller = Unhashable()
+    assert app.ensure_sync(caller) is caller
+    assert app.ensure_sync(caller)() == "called"
 
 
 def test_an_async_view_is_not_called_as_a_plain_one():
@@ -115,3 +136,26 @@ def test_vary_names_cookie_where_the_session_was_read_whatever_else_it_names(app
                 response.headers["Vary"] = vary
             interface.save_session(app, session._get_current_object(), response)
             assert response.headers["Vary"] == expected
+
+
+def limit_headers(response) -> list[str]:
+    return [name for name, _ in response.headers if name.startswith("X-RateLimit")]
+
+
+def test_a_route_without_a_limit_answers_without_limit_headers(client):
+    response = client.get("/regions/")
+    assert response.status_code == 200
+    assert limit_headers(response) == []
+
+
+def test_an_app_wide_limit_an_operator_configures_shows_on_every_answer(app_factory):
+    """The service declares none, but Flask-Limiter's RATELIMIT_DEFAULT still works: its
+    check runs before every request and its headers come with every answer."""
+    limited = app_factory(RATELIMIT_DEFAULT="1000/hour").test_client()
+    first, second = limited.get("/regions/"), limited.get("/regions/")
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert first.headers["X-RateLimit-Limit"] == "1000"
+    assert (first.headers["X-RateLimit-Remaining"], second.headers["X-RateLimit-Remaining"]) == (
+        "999",
+        "998",
+    )
