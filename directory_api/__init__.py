@@ -26,7 +26,11 @@ from .platform.errors import register_error_handlers
 from .platform.events import listen
 from .platform.extensions import db, limiter, login_manager, mail, migrate
 from .platform.json_provider import JSONProvider
-from .platform.limits import check_only_limited_routes, guard_limit_headers
+from .platform.limits import (
+    check_only_limited_routes,
+    guard_limit_headers,
+    release_only_where_limited,
+)
 from .platform.logs import configure_logging, register_request_logging
 from .platform.metrics import add_scrape_collector, init_metrics
 from .platform.reads import add_read_engine
@@ -123,6 +127,7 @@ def register_extensions(app: Flask) -> None:
     limiter.init_app(app)
     check_only_limited_routes(app)
     guard_limit_headers(app)
+    release_only_where_limited(app)
     mail.init_app(app)
     init_password_hasher(app)
     init_keys(app)

@@ -26,10 +26,16 @@ revisions of the location's votes (`VoteRevision`) and of its employers.
 import time
 from collections.abc import Hashable
 
-from flask import Flask, Response, session
+from flask import Flask, Response
 from werkzeug.http import generate_etag, quote_etag
 
-from .current import current_application, current_globals, current_request, header_names
+from .current import (
+    current_application,
+    current_globals,
+    current_request,
+    current_session,
+    header_names,
+)
 from .recent import RecentlyUsed, request_key
 from .sessions import USER_KEY
 
@@ -127,7 +133,7 @@ def signed_in() -> bool:
     req = current_request()
     return (
         current_application().config["SESSION_COOKIE_NAME"] in req.cookies
-        or bool(session.get(USER_KEY))
+        or bool(current_session().get(USER_KEY))
         or "HTTP_AUTHORIZATION" in req.environ  # req.headers would raise and catch a KeyError
     )
 

@@ -41,7 +41,7 @@ import msgspec
 import redis
 from cachelib.file import FileSystemCache
 from cachelib.serializers import BaseSerializer
-from flask import Flask, Request, Response, current_app, g, has_request_context, session
+from flask import Flask, Request, Response, current_app, g, has_request_context
 from flask_session.base import Serializer, ServerSideSession
 from flask_session.cachelib import CacheLibSessionInterface
 from flask_session.redis import RedisSessionInterface
@@ -49,7 +49,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from .crypto import keys_for
-from .current import current_globals
+from .current import current_globals, current_session
 from .errors import STORE_UNAVAILABLE, rewrite_as_problem
 from .timeouts import redis_options
 
@@ -371,7 +371,7 @@ return 0
 
 
 def refuse_without_store() -> None:
-    if getattr(session, "store_unavailable", False):
+    if getattr(current_session(), "store_unavailable", False):
         raise RedisConnectionError("session store unavailable")
 
 
