@@ -248,8 +248,31 @@ def database(kind: str, reseed: bool) -> str:
     return url
 
 
-def count(kind: str, url: str, requests: int, names: list[str]) -> dict[str, float]:
-    """Instructions per request of each scenario, from one callgrind run."""
+# The database engine that runs inside the process, whose instructions a scenario's count
+# includes: the work of its statements (PostgreSQL's is the server's, not counted).
+IN_PROCESS_ENGINE = {"sqlite": "libsqlite3"}
+
+
+def in_engine(dump: Path, library: str) -> int:
+    """The instructions of `dump` spent in `library`'s own functions (exclusive costs)."""
+    from bench.run import ensure_tool
+
+    annotate = Path(ensure_tool("valgrind")).with_name("callgrind_annotate")
+    listing = subprocess.run(
+        [str(annotate), "--inclusive=no", "--auto=no", "--threshold=100", str(dump)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    costs = re.findall(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+\S.*\[(.*)\]$", listing, re.M)
+    return sum(int(cost.replace(",", "")) for cost, lib in costs if library in lib)
+
+
+def count(
+    kind: str, url: str, requests: int, names: list[str]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Instructions per request of each scenario, from one callgrind run, and of them those
+    in the engine of `kind` where it runs in the process (IN_PROCESS_ENGINE)."""
     from bench.run import ensure_tool, limits_on
 
     runs = OUT / f"callgrind-{kind}"
@@ -274,17 +297,22 @@ def count(kind: str, url: str, requests: int, names: list[str]) -> dict[str, flo
     )
     if finished.returncode != 0:
         sys.exit(f"the driver failed:\n{finished.stdout[-3000:]}\n{finished.stderr[-3000:]}")
-    counts = {}
+    counts, engine = {}, {}
+    library = IN_PROCESS_ENGINE.get(kind)
     for dump in runs.glob("callgrind.out.*"):
         text = dump.read_text(errors="replace")
         named = re.search(r"^desc: Trigger: Client Request: (\S+):(\d+)$", text, re.M)
         total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
         if named and total:
             counts[named.group(1)] = int(total.group(1)) / int(named.group(2))
-    return counts
+            if library is not None:
+                engine[named.group(1)] = in_engine(dump, library) / int(named.group(2))
+    return counts, engine
 
 
-def write(results: dict[str, dict[str, float]], requests: int) -> Path:
+def write(
+    results: dict[str, dict[str, float]], engines: dict[str, dict[str, float]], requests: int
+) -> Path:
     lines = [
         "# Instructions per request",
         "",
@@ -294,21 +322,33 @@ def write(results: dict[str, dict[str, float]], requests: int) -> Path:
         "`bare_flask` is the separate minimal Flask app of bench/bare_app.py; `bare_write` "
         "the one of bench/bare_write_app.py, which stores each request's body as one row. "
         "M = millions of instructions. On PostgreSQL only the client side is counted "
-        "(the driver, not the server's work: see its deep page and search).",
+        "(the driver, not the server's work: see its deep page and search). On SQLite, "
+        "`in SQLite` is the part spent in SQLite's own functions (the statements' work, "
+        "callgrind's exclusive costs in libsqlite3; the allocations it asks of libc are "
+        "not in it), and `rest ÷ bare` the rest of the request against bare Flask.",
         "",
     ]
     kinds = list(results)
-    lines.append("| scenario | " + " | ".join(f"{k} M | ÷ bare" for k in kinds) + " |")
-    lines.append("|---|" + "---|---|" * len(kinds))
+    heads = [
+        f"{k} M | ÷ bare" + (" | in SQLite M | rest ÷ bare" if engines.get(k) else "")
+        for k in kinds
+    ]
+    lines.append("| scenario | " + " | ".join(heads) + " |")
+    lines.append("|---|" + "".join("---|" * (4 if engines.get(k) else 2) for k in kinds))
     for name in SCENARIOS:
         cells = []
         for kind in kinds:
             value = results[kind].get(name)
             bare = results[kind].get("bare_flask")
+            engine = engines.get(kind)
             if value is None:
-                cells += ["", ""]
-            else:
-                cells += [f"{value / 1e6:.2f}", f"{value / bare:.1f}" if bare else ""]
+                cells += ["", ""] + (["", ""] if engine else [])
+                continue
+            cells += [f"{value / 1e6:.2f}", f"{value / bare:.1f}" if bare else ""]
+            if engine:
+                spent = engine.get(name, 0.0)
+                rest = f"{(value - spent) / bare:.1f}" if bare else ""
+                cells += [f"{spent / 1e6:.2f}", rest]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for kind in kinds:
         r = results[kind]
@@ -343,13 +383,13 @@ def main() -> None:
         drive(args.requests, args.scenarios)
         return
     compile_marks()
-    results = {}
+    results, engines = {}, {}
     for kind in args.databases:
         url = database(kind, args.reseed)
-        results[kind] = count(kind, url, args.requests, args.scenarios)
+        results[kind], engines[kind] = count(kind, url, args.requests, args.scenarios)
         for name, value in results[kind].items():
             print(f"  {kind:10} {name:14} {value / 1e6:8.2f} M", flush=True)
-    print(f"wrote {write(results, args.requests)}")
+    print(f"wrote {write(results, engines, args.requests)}")
 
 
 if __name__ == "__main__":
