@@ -2,6 +2,9 @@
 rate limits' headers on routes with and without a limit."""
 
 import functools
+from unittest.mock import patch
+
+from flask import after_this_request
 
 from directory_api.platform.application import Application
 
@@ -35,9 +38,6 @@ def test_a_coroutine_function_is_run_as_flask_runs_it(monkeypatch):
     partial = functools.partial(coroutine)
     assert app.ensure_sync(partial)() == "ran"
     assert wrapped == [coroutine, partial]
-    # Asked again (Flask asks on every request), the answer kept is given: not wrapped anew.
-    assert app.ensure_sync(partial) is app.ensure_sync(partial)
-    assert wrapped == [coroutine, partial]
 
 
 class Unhashable:
@@ -47,14 +47,47 @@ class Unhashable:
         return "called"
 
 
-def test_a_bound_method_made_anew_and_an_unhashable_callable_are_answered_too():
-    app = Application(__name__)
-    first = app.ensure_sync(app.make_response)
-    assert first == app.make_response  # a new bound method object each time, equal to it
-    assert app.ensure_sync(app.make_response) is first
-    caller = Unhashable()
-    assert app.ensure_sync(caller) is caller
-    assert app.ensure_sync(caller)() == "called"
+def test_the_answer_for_a_registered_hook_is_kept_and_for_anything_else_asked_again():
+    """Flask asks of every hook on every request: the app's own (registered before its
+    first request) are asked once; a callable made for one request is never kept."""
+    probe = Application(__name__)
+    asked: list = []
+    original = Application._ensure_sync_uncached
+
+    def counting(self, func):
+        asked.append(func)
+        return original(self, func)
+
+    class Hooks:
+        def before(self):
+            return None
+
+    hooks = Hooks()
+    probe.before_request(hooks.before)  # a bound method: made anew at each access
+    made_for_one_request: list = []
+
+    @probe.get("/")
+    def index():
+        @after_this_request
+        def closing(response):
+            made_for_one_request.append(closing)
+            return response
+
+        return "ok"
+
+    with patch.object(Application, "_ensure_sync_uncached", counting):
+        client = probe.test_client()
+        assert [client.get("/").status_code for _ in range(3)] == [200, 200, 200]
+        caller = Unhashable()
+        assert probe.ensure_sync(caller)() == "called"
+        assert probe.ensure_sync(caller)() == "called"
+    assert [func for func in asked if func == hooks.before] == [hooks.before]  # once
+    assert [func for func in asked if func is index] == [index]
+    # Each request's own closure asked each time, and none kept afterwards.
+    assert [func for func in asked if func in made_for_one_request] == made_for_one_request
+    assert len(made_for_one_request) == 3
+    assert not any(func in probe._sync for func in made_for_one_request)
+    assert [func for func in asked if func is caller] == [caller, caller]
 
 
 def test_an_async_view_is_not_called_as_a_plain_one():

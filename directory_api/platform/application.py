@@ -10,21 +10,22 @@ from flask import Flask
 from .current import current_application, current_request
 
 ASYNC_FLAGS = CO_COROUTINE | CO_ITERABLE_COROUTINE
-SYNC_KEPT = 1_000  # answers kept: every hook and view of the app, with room to spare
 
 
 class Application(Flask):
     """Flask asks `inspect.iscoroutinefunction` of every hook and view it calls, about 15
     times a request here, to run an `async def` one through asgiref; the question costs
-    more than most hooks (3 % of a 304, callgrind). Its answer for a function is known once
-    asked: the hooks and views are the same few dozen from start to end. A plain
-    function's code object answers it at first (its flags); anything else (a partial, a
-    callable object, a function marked by `inspect.markcoroutinefunction`) is asked as
-    Flask asks."""
+    more than most hooks (3 % of a 304, callgrind). For the app's own hooks, views and error
+    handlers, registered before its first request and kept until its end, the answer is
+    kept once asked; a callable made for one request (`after_this_request`, a class-based
+    view's method) is asked each time and never kept. A plain function's code object
+    answers it (its flags); anything else (a partial, a callable object, a function marked
+    by `inspect.markcoroutinefunction`) is asked as Flask asks."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._sync: dict[Callable[..., Any], Callable[..., Any]] = {}
+        self._registered: frozenset[Callable[..., Any]] | None = None
 
     def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
         try:
@@ -34,9 +35,34 @@ class Application(Flask):
         if known is not None:
             return known
         made = self._ensure_sync_uncached(func)
-        if len(self._sync) < SYNC_KEPT:  # functions made at run time, if any, are not kept
+        if func in self._registered_callables():
             self._sync[func] = made
         return made
+
+    def _registered_callables(self) -> frozenset[Callable[..., Any]]:
+        """What the app registered: fixed once it has begun answering (Flask refuses a
+        registration after its first request); nothing before that."""
+        if self._registered is None:
+            if not self._got_first_request:
+                return frozenset()
+            tables = (
+                self.before_request_funcs,
+                self.after_request_funcs,
+                self.teardown_request_funcs,
+                self.url_value_preprocessors,
+                self.template_context_processors,
+            )
+            found: list[Callable[..., Any]] = [*self.view_functions.values()]
+            found += [func for table in tables for funcs in table.values() for func in funcs]
+            found += self.teardown_appcontext_funcs
+            found += [
+                handler
+                for codes in self.error_handler_spec.values()
+                for handlers in codes.values()
+                for handler in handlers.values()
+            ]
+            self._registered = frozenset(found)
+        return self._registered
 
     def _ensure_sync_uncached(self, func: Callable[..., Any]) -> Callable[..., Any]:
         code = getattr(func, "__code__", None)  # a function's, or a bound method's function's
