@@ -27,6 +27,7 @@ import urllib.request
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -499,15 +500,46 @@ def etag_of(url: str) -> str:
 UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) a server has spent so far: the process, its live children
+    (gunicorn's workers) and the children it has reaped (workers recycled after
+    max_requests, whose start-up the load paid for)."""
+
+    def ticks(process: int, *, reaped: bool = False) -> int:
+        # /proc/PID/stat: the fields after the command's closing parenthesis; utime and
+        # stime are the 14th and 15th of the line, cutime and cstime the 16th and 17th.
+        fields = Path(f"/proc/{process}/stat").read_text().rpartition(")")[2].split()
+        return sum(int(value) for value in fields[11 : 15 if reaped else 13])
+
+    total = ticks(pid, reaped=True)
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            total += ticks(int(child))
+        except FileNotFoundError:  # exited between the two reads: its time is in cutime
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def run_wrk(
-    wrk: str, url: str, duration: int, *, script: Path | None = None, headers: tuple[str, ...] = ()
+    wrk: str,
+    url: str,
+    duration: int,
+    server: int,
+    *,
+    script: Path | None = None,
+    headers: tuple[str, ...] = (),
 ) -> dict[str, float]:
+    """wrk against `url`, served by process `server`: req/s, latencies, and the server's
+    CPU milliseconds per request."""
     command = [wrk, "-t1", "-c4", f"-d{duration}s", "--latency", url]
     for header in headers:
         command[1:1] = ["-H", header]
     if script:
         command[1:1] = ["-s", str(script)]
+    before = cpu_seconds(server)
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    cpu = cpu_seconds(server) - before
+    requests = int(re.search(r"(\d+) requests in", output).group(1))
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
     latency = {
         int(p): float(v) * UNITS[u]
@@ -516,7 +548,7 @@ def run_wrk(
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
     if errors:
         sys.exit(f"{url}: {errors.group(1)} error responses\n{output}")
-    return {"rps": rps, "p50": latency[50], "p99": latency[99]}
+    return {"rps": rps, "p50": latency[50], "p99": latency[99], "cpu": 1000 * cpu / requests}
 
 
 def scenarios(
@@ -617,6 +649,17 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
     )
     runs: dict[str, list[dict[str, float]]] = {}
     paired: dict[str, list[float]] = {}
+    by_cpu: dict[str, list[float]] = {}
+    # Which process serves each port: its CPU time is counted for each run against it.
+    servers = {
+        port: process.pid
+        for port, process in (
+            (service_port, service),
+            (bare_port, bare),
+            (writes_port, writes),
+            (peer_port, peer),
+        )
+    }
     try:
         pocketbase.seed(f"http://127.0.0.1:{peer_port}", pocketbase.bench_names())
         service_url, bare_url, writes_url, peer_url = (
@@ -624,21 +667,27 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
         )
         cases = scenarios(service_url, bare_url, sign_in(service_port), writes_url, peer_url)
         ceiling_url, _ = cases["bare_flask"]
+
+        def load(target: str, seconds: int, **options: object) -> dict[str, float]:
+            return run_wrk(wrk, target, seconds, servers[urlsplit(target).port], **options)
+
         for target, options in cases.values():
-            run_wrk(wrk, target, 2, **options)  # warm up
+            load(target, 2, **options)  # warm up
         for round_number in range(1, rounds + 1):
             for name, (target, options) in cases.items():
                 if name == "bare_flask":
                     continue
-                ceiling = run_wrk(wrk, ceiling_url, duration)
-                result = run_wrk(wrk, target, duration, **options)
+                ceiling = load(ceiling_url, duration)
+                result = load(target, duration, **options)
                 runs.setdefault("bare_flask", []).append(ceiling)
                 runs.setdefault(name, []).append(result)
                 paired.setdefault(name, []).append(result["rps"] / ceiling["rps"])
+                by_cpu.setdefault(name, []).append(ceiling["cpu"] / result["cpu"])
                 print(
                     f"  round {round_number} {name:14} {result['rps']:8.0f} req/s "
                     f"(bare {ceiling['rps']:6.0f}: {paired[name][-1]:.2f})  "
-                    f"p50 {result['p50']:6.2f} ms",
+                    f"p50 {result['p50']:6.2f} ms  CPU {result['cpu']:.3f} ms "
+                    f"(bare {ceiling['cpu']:.3f}: {by_cpu[name][-1]:.2f})",
                     flush=True,
                 )
     finally:
@@ -646,13 +695,16 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
             server.terminate()
             server.wait(timeout=30)
     summary = {
-        name: {metric: median([r[metric] for r in results]) for metric in ("rps", "p50", "p99")}
+        name: {
+            metric: median([r[metric] for r in results]) for metric in ("rps", "p50", "p99", "cpu")
+        }
         for name, results in runs.items()
     }
     by_round = {name: results for name, results in runs.items()}
     return {
         "scenarios": summary,
         "to_bare": {name: median(values) for name, values in paired.items()},
+        "to_bare_cpu": {name: median(values) for name, values in by_cpu.items()},
         "p50_ratio": {
             # Latency ratios of two scenarios of the same round, then the median.
             f"{top}/{bottom}": median(
@@ -688,6 +740,13 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
                     )
                 ]
             ),
+        },
+        # The same pairs by CPU time per request: the first's capacity ÷ the second's.
+        "cpu_ratio": {
+            f"{top}/{bottom}": median(
+                [b["cpu"] / a["cpu"] for a, b in zip(by_round[top], by_round[bottom], strict=True)]
+            )
+            for top, bottom in (("list_1k_fresh", "pocketbase_list"), ("vote", "bare_write"))
         },
         "queries": queries,
         "exports": exports,
@@ -772,36 +831,39 @@ def ratio_rows(kind: str, results: dict) -> list[str]:
         )
     for label, what, comparison, target in TARGETS:
         value = results["to_bare"].get(what, results["p50_ratio"].get(what))
+        by_cpu = results["to_bare_cpu"].get(what, results["cpu_ratio"].get(what))
+        cpu = f"{by_cpu:.2f}" if by_cpu is not None else ""
         if value is None:
-            rows.append(f"| {label} | (not measured) | | |")
+            rows.append(f"| {label} | (not measured) | | | |")
             continue
         if isinstance(target, dict):
             target = target[kind]
         if target is None:
-            rows.append(f"| {label} | {value:.2f} | (no target) | |")
+            rows.append(f"| {label} | {value:.2f} | {cpu} | (no target) | |")
             continue
         met = {">=": value >= target, "<=": value <= target, "<": value < target}[comparison]
         rows.append(
-            f"| {label} | {value:.2f} | {comparison} {target} | {'met' if met else '**not met**'} |"
+            f"| {label} | {value:.2f} | {cpu} | {comparison} {target} | "
+            f"{'met' if met else '**not met**'} |"
         )
     queries = results["queries"]
     per_page = ", ".join(f"perPage {k}: {v}" for k, v in queries.items())
-    rows.append(f"| SQL statements per list request | {per_page} | | |")
+    rows.append(f"| SQL statements per list request | {per_page} | | | |")
     (small_rows, small_peak), (large_rows, large_peak) = results["exports"].values()
     rows.append(
         f"| CSV export peak memory, {large_rows} ÷ {small_rows} rows | {large_peak:.1f} MiB ÷ "
-        f"{small_peak:.1f} MiB = {large_peak / small_peak:.2f} | flat | "
+        f"{small_peak:.1f} MiB = {large_peak / small_peak:.2f} | | flat | "
         f"{'met' if large_peak <= 1.5 * small_peak else '**not met**'} |"
     )
     moderation = results["moderation"]
     rows.append(
         "| bulk action on 500 votes by ids (in-process, deactivate and activate in turn), "
         f"p50 | {moderation['bulk_500_p50_ms']:.0f} ms (max "
-        f"{moderation['bulk_500_max_ms']:.0f} ms) | (no target) | |"
+        f"{moderation['bulk_500_max_ms']:.0f} ms) | | (no target) | |"
     )
     rows.append(
         "| moderation summary at 100k votes (in-process), p50 | "
-        f"{moderation['summary_100k_p50_ms']:.1f} ms | (instructions: bench/INSTRUCTIONS.md) | |"
+        f"{moderation['summary_100k_p50_ms']:.1f} ms | | (instructions: bench/INSTRUCTIONS.md) | |"
     )
     return rows
 
@@ -823,19 +885,36 @@ def write_results(all_results: dict[str, dict], duration: int, rounds: int) -> P
         "kept of its last answer (caching.py) after the one statement of the list's "
         "revision.",
         "",
+        "CPU ms/request is the CPU time (user and system) the server's processes spent during "
+        "the run, divided by the requests served: gunicorn's master, its workers, and the "
+        "workers it recycled (max_requests) with their start-up; PostgreSQL's and Redis' "
+        "own processes are not in it. Its ratio to the bare app's (bare ÷ scenario) is the "
+        "req/s ratio the two would reach with the cores theirs alone, and it does not move "
+        "with what req/s depends on besides the work: how wrk's 4 connections fall on the 2 "
+        "workers (all 4 on one leaves a core idle) and what else the machine runs.",
+        "",
     ]
     for kind, results in all_results.items():
         lines += [
             f"## {kind}",
             "",
-            "| scenario | req/s | ÷ bare Flask | p50 ms | p99 ms |",
-            "|---|---|---|---|---|",
+            "| scenario | req/s | ÷ bare Flask | p50 ms | p99 ms | CPU ms/request | "
+            "÷ bare Flask, by CPU |",
+            "|---|---|---|---|---|---|---|",
         ]
         for name, r in results["scenarios"].items():
-            ratio = results["to_bare"].get(name)
+            ratio, by_cpu = results["to_bare"].get(name), results["to_bare_cpu"].get(name)
             shown = f"{ratio:.2f}" if ratio is not None else ""
-            lines.append(f"| {name} | {r['rps']:.0f} | {shown} | {r['p50']:.2f} | {r['p99']:.2f} |")
-        lines += ["", "| ratio | measured | target | |", "|---|---|---|---|"]
+            shown_cpu = f"{by_cpu:.2f}" if by_cpu is not None else ""
+            lines.append(
+                f"| {name} | {r['rps']:.0f} | {shown} | {r['p50']:.2f} | {r['p99']:.2f} | "
+                f"{r['cpu']:.3f} | {shown_cpu} |"
+            )
+        lines += [
+            "",
+            "| ratio | measured (req/s) | by CPU time | target | |",
+            "|---|---|---|---|---|",
+        ]
         lines += ratio_rows(kind, results)
         lines.append("")
     instructions = ROOT / "bench" / "INSTRUCTIONS.md"
