@@ -26,8 +26,12 @@ threads = env_int("GUNICORN_THREADS", 8)
 timeout = env_int("GUNICORN_TIMEOUT", 30)
 graceful_timeout = env_int("GUNICORN_GRACEFUL_TIMEOUT", 30)
 keepalive = 5
-# Recycle workers now and then, so a slow leak can never grow without bound.
-max_requests = env_int("GUNICORN_MAX_REQUESTS", 10000)
+# Recycle workers now and then, so a slow leak can never grow without bound. A new worker
+# costs about 0.8 s of CPU to start (it imports and builds the app): every request pays its
+# share, 0.08 ms at 10,000 (7 % of a cached page's 1.1 ms), 0.016 ms at 50,000. A worker's
+# memory grew 4 MB over 63,000 requests of lists, searches, votes and /me/ (bench notes,
+# bench/WALLTIME.md), so 50,000 still bounds any leak well.
+max_requests = env_int("GUNICORN_MAX_REQUESTS", 50000)
 max_requests_jitter = max_requests // 10
 
 # gunicorn's access log would print request lines, and reset tokens travel in paths; the
