@@ -26,11 +26,7 @@ from .platform.errors import register_error_handlers
 from .platform.events import listen
 from .platform.extensions import db, limiter, login_manager, mail, migrate
 from .platform.json_provider import JSONProvider
-from .platform.limits import (
-    check_only_limited_routes,
-    guard_limit_headers,
-    release_only_where_limited,
-)
+from .platform.limits import adapt_limiter
 from .platform.logs import configure_logging, register_request_logging
 from .platform.metrics import add_scrape_collector, init_metrics
 from .platform.reads import add_read_engine
@@ -125,9 +121,7 @@ def register_extensions(app: Flask) -> None:
     login_manager.init_app(app)
     init_sessions(app)
     limiter.init_app(app)
-    check_only_limited_routes(app)
-    guard_limit_headers(app)
-    release_only_where_limited(app)
+    adapt_limiter(app)
     mail.init_app(app)
     init_password_hasher(app)
     init_keys(app)

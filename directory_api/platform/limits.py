@@ -5,13 +5,13 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from flask import Flask, Response, g, request
 from flask_limiter import Limiter
 from flask_login import current_user
 
-from .application import view_says
+from .application import View, say_of_view, view_says
 from .current import current_application
 from .email_addresses import normalize_email
 from .extensions import client_network, limiter
@@ -179,19 +179,28 @@ def rate_limit_detail(limit: Any) -> str | None:
 
 
 RATE_LIMITED = "rate_limited"  # a view's flag (`rate_limited`)
-View = TypeVar("View", bound=Callable[..., Any])
 
 
 def rate_limited(view: View) -> View:
     """Mark `view`: limits above are checked when it runs. Another route's answer has no
     limit to report: Flask-Limiter's header hook is not run for it (`add_limit_headers`)."""
-    setattr(view, RATE_LIMITED, True)
-    return view
+    return say_of_view(view, RATE_LIMITED)
 
 
 def app_wide_limits(app: Flask) -> bool:
     """Whether app-wide or default limits were configured (this service declares none)."""
     return bool(app.config.get("RATELIMIT_DEFAULT") or app.config.get("RATELIMIT_APPLICATION"))
+
+
+def adapt_limiter(app: Flask) -> None:
+    """Flask-Limiter's hooks as this service needs them, once the limiter is set up: each
+    step finds a hook by the private name Flask-Limiter gives it, so this is the one place
+    to check on an upgrade of Flask-Limiter. A header hook no longer found stops the app
+    at start (`guard_limit_headers`); the other two hooks, if renamed, stay as Flask-Limiter
+    made them: every request pays their time again, and the answers are the same."""
+    check_only_limited_routes(app)
+    guard_limit_headers(app)
+    release_only_where_limited(app)
 
 
 def check_only_limited_routes(app: Flask) -> None:

@@ -23,7 +23,7 @@ on the request's own connection, on either database (below).
 """
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from flask import Flask, has_request_context, request
 from flask.globals import _cv_request  # the request context: has_request_context() asks it
@@ -31,7 +31,7 @@ from flask_sqlalchemy import record_queries
 from flask_sqlalchemy.session import Session
 from sqlalchemy import Engine, Result, Row, engine_from_config, event, exc
 
-from .application import view_says
+from .application import View, say_of_view, view_says
 from .current import current_application, current_request
 from .timeouts import NoAnswer, bound_postgresql
 
@@ -68,7 +68,6 @@ def autocommit_engine(engine: Engine) -> Engine:
 
 
 IN_TRANSACTION = "reads_in_transaction"  # a view's flag (`read_in_transaction`)
-View = TypeVar("View", bound=Callable[..., Any])
 
 
 def reading() -> bool:
@@ -86,8 +85,7 @@ def read_in_transaction(view: View) -> View:
     lives in one). Known from the request's URL, so every statement of its requests goes
     to the same engine from the first on, whoever makes it (the caller's lookup, before the
     view runs): one connection, not one of each pool."""
-    setattr(view, IN_TRANSACTION, True)
-    return view
+    return say_of_view(view, IN_TRANSACTION)
 
 
 class ReadAwareSession(Session):
