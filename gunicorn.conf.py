@@ -28,9 +28,10 @@ graceful_timeout = env_int("GUNICORN_GRACEFUL_TIMEOUT", 30)
 keepalive = 5
 # Recycle workers now and then, so a slow leak can never grow without bound. A new worker
 # costs about 0.8 s of CPU to start (it imports and builds the app): every request pays its
-# share, 0.08 ms at 10,000 (7 % of a cached page's 1.1 ms), 0.016 ms at 50,000. A worker's
-# memory grew 4 MB over 63,000 requests of lists, searches, votes and /me/ (bench notes,
-# bench/WALLTIME.md), so 50,000 still bounds any leak well.
+# share, 0.08 ms at 10,000 (about 10 % of a cached list page's 0.8 ms under gunicorn),
+# 0.016 ms at 50,000. A worker's memory grew 4 MB over 63,000 requests of lists, searches,
+# votes and /me/ (bench/WALLTIME.md), so 50,000 still bounds any leak well. gunicorn adds
+# up to max_requests_jitter, so workers started together do not all restart together.
 max_requests = env_int("GUNICORN_MAX_REQUESTS", 50000)
 max_requests_jitter = max_requests // 10
 

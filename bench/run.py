@@ -505,19 +505,26 @@ def cpu_seconds(pid: int) -> float:
     (gunicorn's workers) and the children it has reaped (workers recycled after
     max_requests, whose start-up the load paid for)."""
 
-    def ticks(process: int, *, reaped: bool = False) -> int:
+    def ticks(process: int, fields: slice) -> int:
         # /proc/PID/stat: the fields after the command's closing parenthesis; utime and
         # stime are the 14th and 15th of the line, cutime and cstime the 16th and 17th.
-        fields = Path(f"/proc/{process}/stat").read_text().rpartition(")")[2].split()
-        return sum(int(value) for value in fields[11 : 15 if reaped else 13])
+        stat = Path(f"/proc/{process}/stat").read_text().rpartition(")")[2].split()
+        return sum(int(value) for value in stat[fields])
 
-    total = ticks(pid, reaped=True)
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+    own, reaped = slice(11, 13), slice(13, 15)
+    for _ in range(10):
+        # A worker reaped between the reads would count twice or not at all: read the
+        # master's reaped children's time before and after its live ones, and again if
+        # it changed meanwhile.
+        before = ticks(pid, reaped)
         try:
-            total += ticks(int(child))
-        except FileNotFoundError:  # exited between the two reads: its time is in cutime
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            live = sum(ticks(int(child), own) for child in children)
+        except OSError:  # a child gone between the list and its stat: read again
             continue
-    return total / os.sysconf("SC_CLK_TCK")
+        if ticks(pid, reaped) == before:
+            return (ticks(pid, own) + before + live) / os.sysconf("SC_CLK_TCK")
+    sys.exit(f"the CPU time of process {pid} kept changing under its reads")
 
 
 def run_wrk(
@@ -539,7 +546,10 @@ def run_wrk(
     before = cpu_seconds(server)
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     cpu = cpu_seconds(server) - before
-    requests = int(re.search(r"(\d+) requests in", output).group(1))
+    served = re.search(r"(\d+) requests in", output)
+    requests = int(served.group(1)) if served else 0
+    if not requests or cpu <= 0:
+        sys.exit(f"{url}: no requests served or no CPU time counted\n{output}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
     latency = {
         int(p): float(v) * UNITS[u]
@@ -887,11 +897,12 @@ def write_results(all_results: dict[str, dict], duration: int, rounds: int) -> P
         "",
         "CPU ms/request is the CPU time (user and system) the server's processes spent during "
         "the run, divided by the requests served: gunicorn's master, its workers, and the "
-        "workers it recycled (max_requests) with their start-up; PostgreSQL's and Redis' "
-        "own processes are not in it. Its ratio to the bare app's (bare ÷ scenario) is the "
-        "req/s ratio the two would reach with the cores theirs alone, and it does not move "
-        "with what req/s depends on besides the work: how wrk's 4 connections fall on the 2 "
-        "workers (all 4 on one leaves a core idle) and what else the machine runs.",
+        "workers it recycled (max_requests) with their start-up. Its ratio to the bare "
+        "app's is bare ÷ scenario. It does not count a core left idle, but it moves too "
+        "between runs (bench/WALLTIME.md). PostgreSQL's and Redis' own processes are not in "
+        "it: on PostgreSQL the service's ratios by CPU leave out its database's work, and "
+        "PocketBase's include its SQLite's (in its process); on SQLite both sides' "
+        "database work is counted.",
         "",
     ]
     for kind, results in all_results.items():
@@ -912,7 +923,7 @@ def write_results(all_results: dict[str, dict], duration: int, rounds: int) -> P
             )
         lines += [
             "",
-            "| ratio | measured (req/s) | by CPU time | target | |",
+            "| ratio | measured | by CPU time | target | |",
             "|---|---|---|---|---|",
         ]
         lines += ratio_rows(kind, results)

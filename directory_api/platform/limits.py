@@ -195,9 +195,11 @@ def app_wide_limits(app: Flask) -> bool:
 def adapt_limiter(app: Flask) -> None:
     """Flask-Limiter's hooks as this service needs them, once the limiter is set up: each
     step finds a hook by the private name Flask-Limiter gives it, so this is the one place
-    to check on an upgrade of Flask-Limiter. A header hook no longer found stops the app
-    at start (`guard_limit_headers`); the other two hooks, if renamed, stay as Flask-Limiter
-    made them: every request pays their time again, and the answers are the same."""
+    to check on an upgrade of Flask-Limiter. If the check before every request is renamed,
+    the app stops at start (its name is read as an attribute); if the header hook is, it
+    stops at start where limits are on (`guard_limit_headers`); if the end-of-request
+    reset is, it stays as Flask-Limiter made it: every request pays its time again, and
+    the answers are the same."""
     check_only_limited_routes(app)
     guard_limit_headers(app)
     release_only_where_limited(app)
