@@ -18,7 +18,6 @@ Writes docs/CAPACITY.md's measured table (the rest of that file is prose around 
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import proc
 from bench.run import (
     OUT,
     PASSWORD,
@@ -172,30 +172,6 @@ def round_trips(url: str) -> dict[str, tuple[int, int]]:
 # Load ---------------------------------------------------------------------------------------
 
 
-def cpu_seconds(pattern: str) -> dict[int, float]:
-    """CPU seconds (user + system) of each process whose command line matches `pattern`."""
-    tick = os.sysconf("SC_CLK_TCK")
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            if not re.search(pattern, command):
-                continue
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            found[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
-
-
-def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
-    """CPU seconds spent between two readings by the processes alive at the second (one
-    that started meanwhile from nothing; one that ended meanwhile is left out)."""
-    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
-
-
 def connections(url: str) -> int:
     name = url.rsplit("/", 1)[1]
     query = f"SELECT count(*) FROM pg_stat_activity WHERE datname = '{name}'"  # noqa: S608
@@ -212,7 +188,7 @@ def load(wrk: str, targets: list[tuple[str, dict]], duration: int, url: str) -> 
     from concurrent.futures import ThreadPoolExecutor
 
     watched = {"postgres": r"^postgres: ", "redis": r"redis-server", "app": r"gunicorn"}
-    before = {name: cpu_seconds(pattern) for name, pattern in watched.items()}
+    before = {name: proc.matching_seconds(pattern) for name, pattern in watched.items()}
     started = time.monotonic()
     with ThreadPoolExecutor(len(targets) + 1) as pool:
         runs = [
@@ -223,7 +199,7 @@ def load(wrk: str, targets: list[tuple[str, dict]], duration: int, url: str) -> 
         results = [run.result() for run in runs]
     elapsed = time.monotonic() - started
     used = {
-        name: cpu_used(before[name], cpu_seconds(pattern)) / elapsed
+        name: proc.spent(before[name], proc.matching_seconds(pattern)) / elapsed
         for name, pattern in watched.items()
     }
     return {

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 sys.path.insert(0, str(ROOT))
-from bench import pocketbase  # after the path: it runs as a script
+from bench import pocketbase, proc  # after the path: it runs as a script
 
 # Where bench databases are created (a database of that server that always exists).
 PG_ADMIN = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1/postgres")
@@ -500,55 +500,37 @@ def etag_of(url: str) -> str:
 UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user and system) a server has spent so far: the process, its live children
-    (gunicorn's workers) and the children it has reaped (workers recycled after
-    max_requests, whose start-up the load paid for)."""
-
-    def ticks(process: int, fields: slice) -> int:
-        # /proc/PID/stat: the fields after the command's closing parenthesis; utime and
-        # stime are the 14th and 15th of the line, cutime and cstime the 16th and 17th.
-        stat = Path(f"/proc/{process}/stat").read_text().rpartition(")")[2].split()
-        return sum(int(value) for value in stat[fields])
-
-    own, reaped = slice(11, 13), slice(13, 15)
-    for _ in range(10):
-        # A worker reaped between the reads would count twice or not at all: read the
-        # master's reaped children's time before and after its live ones, and again if
-        # it changed meanwhile.
-        before = ticks(pid, reaped)
-        try:
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-            live = sum(ticks(int(child), own) for child in children)
-        except OSError:  # a child gone between the list and its stat: read again
-            continue
-        if ticks(pid, reaped) == before:
-            return (ticks(pid, own) + before + live) / os.sysconf("SC_CLK_TCK")
-    sys.exit(f"the CPU time of process {pid} kept changing under its reads")
-
-
 def run_wrk(
     wrk: str,
     url: str,
     duration: int,
-    server: int,
+    server: int | None = None,
     *,
+    databases: bool = False,
     script: Path | None = None,
     headers: tuple[str, ...] = (),
 ) -> dict[str, float]:
-    """wrk against `url`, served by process `server`: req/s, latencies, and the server's
-    CPU milliseconds per request."""
+    """wrk against `url`: req/s and latencies; given the process `server` that serves it,
+    also the CPU milliseconds per request spent by the server's processes, and by the
+    database servers' (PostgreSQL's, Redis') too when `databases`."""
     command = [wrk, "-t1", "-c4", f"-d{duration}s", "--latency", url]
     for header in headers:
         command[1:1] = ["-H", header]
     if script:
         command[1:1] = ["-s", str(script)]
-    before = cpu_seconds(server)
+
+    def reading() -> tuple[float, dict[int, float]]:
+        own = proc.tree_seconds(server) if server is not None else 0.0
+        others = proc.matching_seconds(proc.DATABASE_SERVERS) if databases else {}
+        return own, others
+
+    own, others = reading()
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    cpu = cpu_seconds(server) - before
+    own_after, others_after = reading()
+    cpu = own_after - own + proc.spent(others, others_after)
     served = re.search(r"(\d+) requests in", output)
     requests = int(served.group(1)) if served else 0
-    if not requests or cpu <= 0:
+    if not requests or (server is not None and cpu <= 0):
         sys.exit(f"{url}: no requests served or no CPU time counted\n{output}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
     latency = {
@@ -660,7 +642,10 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
     runs: dict[str, list[dict[str, float]]] = {}
     paired: dict[str, list[float]] = {}
     by_cpu: dict[str, list[float]] = {}
-    # Which process serves each port: its CPU time is counted for each run against it.
+    # Which process serves each port: its CPU time is counted for each run against it, and
+    # on PostgreSQL the database servers' (every side's, though only the service and the
+    # write anchor use them).
+    on_postgresql = kind == "postgresql"
     servers = {
         port: process.pid
         for port, process in (
@@ -679,7 +664,8 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
         ceiling_url, _ = cases["bare_flask"]
 
         def load(target: str, seconds: int, **options: object) -> dict[str, float]:
-            return run_wrk(wrk, target, seconds, servers[urlsplit(target).port], **options)
+            server = servers[urlsplit(target).port]
+            return run_wrk(wrk, target, seconds, server, databases=on_postgresql, **options)
 
         for target, options in cases.values():
             load(target, 2, **options)  # warm up
@@ -899,10 +885,11 @@ def write_results(all_results: dict[str, dict], duration: int, rounds: int) -> P
         "the run, divided by the requests served: gunicorn's master, its workers, and the "
         "workers it recycled (max_requests) with their start-up. Its ratio to the bare "
         "app's is bare ÷ scenario. It does not count a core left idle, but it moves too "
-        "between runs (bench/WALLTIME.md). PostgreSQL's and Redis' own processes are not in "
-        "it: on PostgreSQL the service's ratios by CPU leave out its database's work, and "
-        "PocketBase's include its SQLite's (in its process); on SQLite both sides' "
-        "database work is counted.",
+        "between runs (bench/WALLTIME.md). On PostgreSQL it also counts what PostgreSQL's "
+        "processes and Redis spent during the run (bench/proc.py), so every side's figure "
+        "holds its database's work: the service's and the write anchor's in those servers, "
+        "PocketBase's SQLite in its own process; the bare app's includes their idle "
+        "background work only. On SQLite the database is in the server's process.",
         "",
     ]
     for kind, results in all_results.items():
