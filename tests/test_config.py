@@ -388,3 +388,26 @@ def test_gunicorn_prints_the_one_line_and_stops(tmp_path, environment, line, sta
     assert result.returncode == status
     assert line in result.stderr and "Traceback" not in result.stderr
     assert len([text for text in result.stderr.splitlines() if "Refusing to start" in text]) == 1
+
+
+def test_a_worker_moves_the_loaded_app_out_of_the_collectors_reach(tmp_path):
+    """gunicorn.conf.py's post_worker_init, run as gunicorn runs it once the app is loaded:
+    the app's objects leave the generations a full collection scans."""
+    code = (
+        "import gc, runpy\n"
+        "hooks = runpy.run_path('gunicorn.conf.py')\n"
+        "import wsgi\n"
+        "loaded = len(gc.get_objects())\n"
+        "hooks['post_worker_init'](None)\n"
+        "print(loaded, gc.get_freeze_count(), len(gc.get_objects()))\n"
+    )
+    environment = {
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'app.db'}",
+        "SESSION_FILE_DIR": str(tmp_path),
+    }
+    result = run(["-c", code], environment)
+    assert result.returncode == 0, result.stderr
+    loaded, frozen, tracked = map(int, result.stdout.split())
+    assert loaded > 50_000  # the app, loaded: what there is to move
+    assert frozen > 0.9 * loaded
+    assert tracked < 1_000
