@@ -231,10 +231,18 @@ def withdraw_offer(role: GrantedRole, location_id: uuid.UUID | None, user_id: uu
 # Accounts: invitations, role offers and roles
 
 
-def find_user_by_email(email: str, *options: Any) -> User | None:
-    """The account of an address (as normalised), loaded with `options` (access.WITH_ROLES)."""
-    stmt = select(User).where(User.email == normalize_email(email)).options(*options)
-    return db.session.execute(stmt).unique().scalar_one_or_none()
+# Built once: the account of an address, as normalised (`email_of`).
+USER_BY_EMAIL = select(User).where(User.email == bindparam("email"))
+
+
+def email_of(address: str) -> dict[str, str]:
+    """USER_BY_EMAIL's parameter for `address`."""
+    return {"email": normalize_email(address)}
+
+
+def find_user_by_email(email: str) -> User | None:
+    """The account of an address (as normalised)."""
+    return db.session.scalar(USER_BY_EMAIL, email_of(email))
 
 
 class Invitation(NamedTuple):

@@ -68,7 +68,7 @@ def get_me():
     return signed_in_user()
 
 
-# Its roles come with the user who asks, in one statement (access.WITH_ROLES); every other
+# Its roles come with the user who asks, in one statement (access.with_roles); every other
 # signed-in request reads the user's row alone.
 get_me.shows_roles = True
 

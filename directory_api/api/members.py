@@ -53,6 +53,8 @@ OFFERS_OUTPUT = encoded_by_id(
 class AtLocation:
     """A user seen through one location: the roles it shows are the ones held there."""
 
+    roles_read = None  # never the user's own (User.roles_read): `memberships` below
+
     def __init__(self, user: User, location: Location) -> None:
         self.user, self.location = user, location
 

@@ -73,6 +73,10 @@ class User(UserMixin, IdMixin, TimestampMixin, db.Model):
     memberships: Mapped[list[Membership]] = relationship(
         cascade="all, delete-orphan", passive_deletes=True
     )
+    # The roles of the user who asks, as (location slug, role) in slug order, where the
+    # statement that found the user read them beside it (access.py, for /me): plain
+    # values, no collection of ORM objects to build. None: `memberships` has them.
+    roles_read = None  # list[tuple[str, Role]] when read; not a column (no annotation)
 
     @hybrid_property
     def status(self) -> UserStatus:

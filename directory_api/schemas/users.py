@@ -41,8 +41,10 @@ class UserOut(Resource):
         exclude = ("updated_at",)
 
     def get_roles(self, user) -> list[dict[str, str]]:
-        memberships = sorted(user.memberships, key=lambda m: m.location.slug)
-        return [{"location": m.location.slug, "role": m.role.value} for m in memberships]
+        roles = user.roles_read  # read with the user who asks (access.with_roles), or:
+        if roles is None:
+            roles = sorted((m.location.slug, m.role) for m in user.memberships)
+        return [{"location": slug, "role": role.value} for slug, role in roles]
 
 
 class ExistingUserOut(PlannedDump):
