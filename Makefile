@@ -6,7 +6,7 @@ export FLASK_APP := wsgi
 # `make run PORT=8080` when 5000 is taken.
 PORT ?= 5000
 
-.PHONY: install run test test-browser fuzz lint format bench bench-instructions clean
+.PHONY: install run test test-browser fuzz lint format bench bench-instructions bench-parts clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,9 @@ bench: install  ## load gunicorn with wrk on SQLite and PostgreSQL + Redis; writ
 
 bench-instructions: install  ## callgrind instructions per request, every scenario (minutes); writes bench/INSTRUCTIONS.md
 	$(BIN)/python bench/instructions.py
+
+bench-parts: install  ## where those instructions go, by part of the request (minutes); writes bench/PARTS.md
+	$(BIN)/python bench/instructions.py --parts --databases sqlite postgresql
 
 lint: install  ## ruff, and the layers' contract (import-linter, in setup.cfg)
 	$(BIN)/ruff check .

@@ -11,8 +11,11 @@ bench/cgmark.c, toggles collection and dumps the count under the scenario's name
 figure is the steady cost of one request: instructions of the Python interpreter, the
 libraries and the database driver (SQLite in-process; for PostgreSQL only the client side).
 
-Writes bench/INSTRUCTIONS.md. The data are bench/run.py's (1k and 100k businesses, 100k
-votes), seeded once into bench/out/ and reused (`--reseed` to start again).
+Writes bench/INSTRUCTIONS.md. With `--parts` (`make bench-parts`) it says where the
+instructions of the scenarios in PARTS go instead: each part counted only while one of its
+functions runs (`Counted`), written to bench/PARTS.md. The data are bench/run.py's (1k and
+100k businesses, 100k votes), seeded once into bench/out/ and reused (`--reseed` to start
+again).
 """
 
 import argparse
@@ -65,6 +68,131 @@ SIGNED_IN = {"me", "summary_100k"}
 # Costly requests (a thousand rows; counting 100k votes): fewer requests suffice.
 FEWER = {"export_1k": 3, "summary_100k": 3}
 
+# Where a scenario's instructions go (`--parts`, bench/PARTS.md): named parts, each the
+# functions (a file's path ending, ":", the function's qualified name) inside which its
+# instructions are counted, whatever they call (`Counted`). Each part is a run of its own,
+# so parts may nest. The first is the whole request, whose count the others are shares of.
+WHOLE = (
+    "the whole request, its body read (Caller.__call__)",
+    ("bench/instructions.py:Caller.__call__",),
+)
+FLASK = (
+    "Flask's part (Flask.wsgi_app, the body's streaming not in it)",
+    ("flask/app.py:Flask.wsgi_app",),
+)
+HEADERS = (
+    "the security and caching headers",
+    (
+        "directory_api/protection.py:add_security_headers",
+        "directory_api/platform/caching.py:cache_headers",
+    ),
+)
+LOG_LINE = ("the request's log line", ("directory_api/platform/logs.py:log_request",))
+ANSWER = ("the answer written (endpoints.answer)", ("directory_api/endpoints.py:answer",))
+CONTEXT = (
+    "Flask's request context pushed and popped (the session opened; teardown)",
+    ("flask/ctx.py:RequestContext.push", "flask/ctx.py:RequestContext.pop"),
+)
+ORM_CLOSE = (
+    "the ORM session closed at teardown",
+    ("flask_sqlalchemy/extension.py:SQLAlchemy._teardown_session",),
+)
+PARTS = {
+    "me": [
+        WHOLE,
+        FLASK,
+        CONTEXT,
+        (
+            "the server-side session opened and saved",
+            (
+                "directory_api/platform/sessions.py:SessionLifetimeMixin.open_session",
+                "directory_api/platform/sessions.py:SessionLifetimeMixin.save_session",
+            ),
+        ),
+        ("Flask-Login finds the caller", ("flask_login/login_manager.py:LoginManager._load_user",)),
+        (
+            "of it, the user's statement and rows (access.load_user)",
+            ("directory_api/access.py:load_user",),
+        ),
+        ANSWER,
+        HEADERS,
+        LOG_LINE,
+        ORM_CLOSE,
+    ],
+    "vote": [
+        WHOLE,
+        (
+            "the idempotency step and what it wraps (limits, body, view)",
+            ("directory_api/platform/idempotency.py:idempotent.<locals>.wrapper",),
+        ),
+        (
+            "the body read and validated (marshmallow)",
+            ("directory_api/platform/bodies.py:load_body",),
+        ),
+        ("the location found", ("directory_api/access.py:get_location_or_404",)),
+        (
+            "the rate limits checked and their headers",
+            (
+                "flask_limiter/_extension.py:Limiter._check_request_limit",
+                "directory_api/platform/limits.py:headers_if_the_store_answers.<locals>.add_limit_headers",
+            ),
+        ),
+        (
+            "the view (votes.submit_employer), its flush included",
+            ("directory_api/api/votes.py:submit_employer",),
+        ),
+        (
+            "of it, the employer and the address's history",
+            ("directory_api/api/votes.py:employer_with_history",),
+        ),
+        ("of it, the screening", ("directory_api/vote_integrity.py:screen_submission",)),
+        ("of it, the receipt queued", ("directory_api/vote_integrity.py:send_receipt",)),
+        (
+            "every ORM flush (the vote's; the idempotency step's)",
+            ("sqlalchemy/orm/session.py:Session.flush",),
+        ),
+        (
+            "of them, counts and revision (vote_integrity.keep_counts)",
+            ("directory_api/vote_integrity.py:keep_counts",),
+        ),
+        ("the commit", ("sqlalchemy/orm/session.py:Session.commit",)),
+        ANSWER,
+        HEADERS,
+        LOG_LINE,
+        ORM_CLOSE,
+    ],
+    "list_1k_fresh": [
+        WHOLE,
+        FLASK,
+        CONTEXT,
+        (
+            "the location with its counts",
+            ("directory_api/api/listings.py:listings_blueprint.<locals>.locate_with_counts",),
+        ),
+        (
+            "the remembered answer looked for",
+            ("directory_api/platform/caching.py:answer_if_known",),
+        ),
+        ("the page (page_queries.paginate)", ("directory_api/platform/page_queries.py:paginate",)),
+        (
+            "statements run (SQLAlchemy's execute: compile-cache lookup, the driver, rows)",
+            ("sqlalchemy/engine/base.py:Connection._execute_context",),
+        ),
+        ANSWER,
+        HEADERS,
+        LOG_LINE,
+    ],
+}
+# A search's page is a list page's, found otherwise.
+PARTS["search_100k_fresh"] = [
+    *PARTS["list_1k_fresh"][:5],
+    (
+        "the term checked and its search built",
+        ("directory_api/search.py:checked_term", "directory_api/search.py:search_of"),
+    ),
+    *PARTS["list_1k_fresh"][5:],
+]
+
 
 # The driver: runs under valgrind --------------------------------------------------------------
 
@@ -108,7 +236,92 @@ class Caller:
         return answer["status"], answer["headers"], body
 
 
-def drive(requests: int, names: list[str]) -> None:
+def functions(specs: tuple[str, ...]) -> list:
+    """The function objects `specs` name (a file's path ending, ":", the qualified name),
+    closures and methods included: every function the process holds is looked at."""
+    import gc
+    import types
+
+    wanted = {tuple(spec.rsplit(":", 1)) for spec in specs}
+    found: dict[tuple[str, str], list] = {}
+    for obj in gc.get_objects():
+        if isinstance(obj, types.FunctionType):
+            code = obj.__code__
+            for suffix, qualname in wanted:
+                if code.co_qualname == qualname and code.co_filename.endswith(suffix):
+                    found.setdefault((suffix, qualname), []).append(obj)
+    missing = wanted - found.keys()
+    if missing:
+        sys.exit(f"no such function: {sorted(missing)}")
+    return [function for functions in found.values() for function in functions]
+
+
+def nothing() -> None:
+    """A counted function that does nothing: what counting adds to each call (`--parts`)."""
+
+
+class Counted:
+    """Functions made to have callgrind count only while one of them runs (outermost call
+    to its return), whatever they call: each function's code is replaced by a trampoline
+    that turns counting on, calls a copy of the function, and turns it off. Replacing the
+    code, not the name, reaches every reference to the function (decorators, registered
+    hooks, signal receivers). `undo` puts the code back."""
+
+    CO_GENERATOR_LIKE = 0x20 | 0x80 | 0x200  # generator, coroutine, async generator
+
+    def __init__(self, targets: list, toggle) -> None:
+        import types
+
+        self.saved = [(function, function.__code__) for function in targets]
+        depth = [0]
+
+        def call(original, args, kwargs):
+            depth[0] += 1
+            if depth[0] == 1:
+                toggle()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:
+                    toggle()
+
+        for number, (function, code) in enumerate(self.saved):
+            if code.co_flags & self.CO_GENERATOR_LIKE:
+                sys.exit(f"{code.co_qualname}: a generator's work runs after its call returns")
+            original = types.FunctionType(
+                code,
+                function.__globals__,
+                code.co_name,
+                function.__defaults__,
+                function.__closure__,
+            )
+            original.__kwdefaults__ = function.__kwdefaults__
+            # The trampoline has the function's number of free variables (a code object
+            # replaced must keep it), and finds its copy through a global of its own.
+            name = f"_counted_{id(self)}_{number}"
+            function.__globals__[name] = lambda args, kwargs, o=original: call(o, args, kwargs)
+            free = [f"v{index}" for index in range(len(code.co_freevars))]
+            source = (
+                "def outer():\n"
+                + "".join(f"    {v} = None\n" for v in free)
+                + "    def trampoline(*args, **kwargs):\n"
+                + (f"        ({', '.join(free)},)\n" if free else "")
+                + f"        return {name}(args, kwargs)\n"
+                + "    return trampoline\n"
+            )
+            scope: dict = {}
+            exec(compile(source, f"<counted {code.co_qualname}>", "exec"), scope)  # noqa: S102
+            function.__code__ = scope["outer"]().__code__
+        self.names = [f"_counted_{id(self)}_{n}" for n in range(len(self.saved))]
+
+    def undo(self) -> None:
+        for (function, code), name in zip(self.saved, self.names, strict=True):
+            function.__code__ = code
+            function.__globals__.pop(name, None)
+
+
+def drive(requests: int, names: list[str], parts: bool = False) -> None:
     from bench.bare_app import app as bare
     from directory_api import create_app
 
@@ -177,6 +390,21 @@ def drive(requests: int, names: list[str]) -> None:
         for environ in environs[WARM_UP:]:
             caller(environ)
         marks.cg_stop_and_dump(f"{name}:{count}".encode())
+        if parts:  # then its parts, each a run of its own
+            for number, (_, specs) in enumerate(PARTS[name]):
+                counted = Counted(functions(specs), marks.cg_toggle)
+                for index in range(count):  # fresh pages: by paths no run used
+                    unused = WARM_UP + count * (number + 1) + index
+                    again = fresh_path(name, unused) if name in FRESH else path
+                    status, _, _ = caller(caller.environ(method, again, body, extra))
+                    assert status.startswith(expected), (name, status)
+                counted.undo()
+                marks.cg_dump(f"{name}|{number}:{count}".encode())
+            counted = Counted([nothing], marks.cg_toggle)  # what the counting adds a call
+            for _ in range(count):
+                nothing()
+            counted.undo()
+            marks.cg_dump(f"{name}|nothing:{count}".encode())
         if hook is not None:  # and its deliveries with it: other scenarios have none
             call_service(call_service.environ("DELETE", hook, None, {"Cookie": cookie}))
 
@@ -269,10 +497,11 @@ def in_engine(dump: Path, library: str) -> int:
 
 
 def count(
-    kind: str, url: str, requests: int, names: list[str]
+    kind: str, url: str, requests: int, names: list[str], parts: bool = False
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Instructions per request of each scenario, from one callgrind run, and of them those
-    in the engine of `kind` where it runs in the process (IN_PROCESS_ENGINE)."""
+    in the engine of `kind` where it runs in the process (IN_PROCESS_ENGINE). With `parts`,
+    each scenario's parts too (PARTS), as "scenario|number"."""
     from bench.run import ensure_tool, limits_on
 
     runs = OUT / f"callgrind-{kind}"
@@ -290,6 +519,7 @@ def count(
         str(requests),
         "--scenarios",
         *names,
+        *(["--parts"] if parts else []),
     ]
     print(f"callgrind on {kind} ({len(names)} scenarios; minutes)…", flush=True)
     finished = subprocess.run(
@@ -371,18 +601,76 @@ def write(
     return path
 
 
+def write_parts(
+    found: dict[str, tuple[dict[str, float], dict[str, float]]], names: list[str], requests: int
+) -> Path:
+    """bench/PARTS.md: each scenario's parts, M instructions a request and share of the
+    hooked whole, on each database (SQLite's own share of each part where it runs in the
+    process)."""
+    kinds = list(found)
+    lines = [
+        "# Where a request's instructions go",
+        "",
+        f"`python bench/instructions.py --parts` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: "
+        f"callgrind, {requests} requests a part after {WARM_UP} warm-up requests, in-process, "
+        "production settings with rate limits on (as bench/INSTRUCTIONS.md). Each part is "
+        "counted in a run of its own, only while one of its functions runs, everything they "
+        "call included (`Counted`: the function's code is swapped for a trampoline that "
+        "turns counting on, calls the function and turns it off), so parts may nest (`of "
+        "it`). The whole request counted so is shown beside its count the usual way; each "
+        "part's share is of the former. What the counting adds to each counted call, "
+        "measured on a function that does nothing, is in each table; it is not subtracted. "
+        "M = millions of instructions a request; on PostgreSQL the client side only.",
+        "",
+    ]
+    for name in names:
+        heads = " | ".join(f"{kind} M | share" for kind in kinds)
+        lines += [f"## {name}", "", f"| part | {heads} |", "|---|" + "---|---|" * len(kinds)]
+        for label, key in (
+            ("the whole request, counted the usual way", name),
+            ("what counting adds to each counted call", f"{name}|nothing"),
+        ):
+            cells = " | ".join(f"{found[kind][0].get(key, 0) / 1e6:.3f} | " for kind in kinds)
+            lines.append(f"| {label} | {cells} |")
+        for number, (label, _) in enumerate(PARTS[name]):
+            cells = []
+            for kind in kinds:
+                counts = found[kind][0]
+                value, whole = counts.get(f"{name}|{number}"), counts.get(f"{name}|0")
+                share = f"{100 * value / whole:.0f} %" if value is not None and whole else ""
+                cells += [f"{value / 1e6:.2f}" if value is not None else "", share]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append("")
+    path = ROOT / "bench" / "PARTS.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--databases", nargs="+", default=["sqlite"])
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS))
     parser.add_argument("--reseed", action="store_true")
+    parser.add_argument(
+        "--parts",
+        action="store_true",
+        help="where the instructions of the scenarios with PARTS go: writes bench/PARTS.md",
+    )
     parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.driver:
-        drive(args.requests, args.scenarios)
+        drive(args.requests, args.scenarios, args.parts)
         return
     compile_marks()
+    if args.parts:
+        chosen = [name for name in args.scenarios if name in PARTS]
+        found = {
+            kind: count(kind, database(kind, args.reseed), args.requests, chosen, parts=True)
+            for kind in args.databases
+        }
+        print(f"wrote {write_parts(found, chosen, args.requests)}")
+        return
     results, engines = {}, {}
     for kind in args.databases:
         url = database(kind, args.reseed)
