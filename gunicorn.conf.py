@@ -107,7 +107,10 @@ def post_worker_init(worker: Any) -> None:
     Flask and SQLAlchemy: some 160,000) live as long as the worker does: they leave the
     garbage collector's generations, so that its full collections scan what requests left
     behind, not the app. Measured in one process (bench/WALLTIME.md): a full collection
-    held every thread of the worker for 80–90 ms; with the app frozen, 1–5 ms."""
+    held every thread of the worker for 80–90 ms; with the app frozen, 1.2–5.4 ms. A cycle
+    formed later among frozen objects is never collected: a worker lives max_requests.
+    Each worker loads its own app (no preload_app, so that `kill -HUP` loads new code);
+    with --preload, this collection would touch every object the workers share."""
     import gc
 
     gc.collect()  # what loading left as garbage goes first, not frozen forever

@@ -306,7 +306,9 @@ class Counted:
                 "def outer():\n"
                 + "".join(f"    {v} = None\n" for v in free)
                 + "    def trampoline(*args, **kwargs):\n"
-                + (f"        ({', '.join(free)},)\n" if free else "")
+                # Named, never read (a variable not yet bound would raise): the
+                # compiler keeps them as free variables all the same.
+                + (f"        if 0:\n            ({', '.join(free)},)\n" if free else "")
                 + f"        return {name}(args, kwargs)\n"
                 + "    return trampoline\n"
             )
@@ -620,6 +622,10 @@ def write_parts(
         "it`). The whole request counted so is shown beside its count the usual way; each "
         "part's share is of the former. What the counting adds to each counted call, "
         "measured on a function that does nothing, is in each table; it is not subtracted. "
+        "A part at 0.00 does not run on that database (a first list page on PostgreSQL "
+        "finds its location in its page's statement). A fresh page's URL grows by 20 "
+        "zeros a part (no part may find a page another kept), and the vote's parts follow "
+        "the earlier ones' votes from the same address: both add a little to later parts. "
         "M = millions of instructions a request; on PostgreSQL the client side only.",
         "",
     ]
@@ -665,6 +671,8 @@ def main() -> None:
     compile_marks()
     if args.parts:
         chosen = [name for name in args.scenarios if name in PARTS]
+        if not chosen:
+            sys.exit(f"--parts: none of these scenarios has parts; those that do: {list(PARTS)}")
         found = {
             kind: count(kind, database(kind, args.reseed), args.requests, chosen, parts=True)
             for kind in args.databases

@@ -1,8 +1,8 @@
 """CPU time of processes, read from /proc (Linux): the one place the benches read it.
 
-A server's own tree (`tree_seconds`: gunicorn's master, its workers, and the workers it
-reaped) and the processes found by their command line (`matching_seconds`: PostgreSQL's
-backends, Redis), whose spending between two readings `spent` sums.
+A server's own tree (`tree_seconds`: gunicorn's master and its workers, PostgreSQL's main
+process and its backends, and the children each has reaped), and the processes found by
+their command line (`matching_seconds`), whose spending between two readings `spent` sums.
 """
 
 import os
@@ -15,20 +15,20 @@ TICK = os.sysconf("SC_CLK_TCK")
 # (the process's own), then cutime and cstime (its reaped children's).
 OWN, REAPED = slice(11, 13), slice(13, 15)
 
-# The database servers' processes, by command line: PostgreSQL's backends and background
-# processes ("postgres: 16/main: …") and Redis.
-DATABASE_SERVERS = r"^postgres: |redis-server"
-
 
 def ticks(pid: int | str, fields: slice = OWN) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return sum(int(value) for value in stat[fields])
 
 
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+
+
 def tree_seconds(pid: int) -> float:
     """CPU time (user and system) a server has spent so far: the process, its live children
-    (gunicorn's workers) and the children it has reaped (workers recycled after
-    max_requests, whose start-up the load paid for)."""
+    (gunicorn's workers, PostgreSQL's backends) and the children it has reaped (workers
+    recycled after max_requests, whose start-up the load paid for; backends that ended)."""
     for _ in range(10):
         # A worker reaped between the reads would count twice or not at all: read the
         # master's reaped children's time before and after its live ones, and again if

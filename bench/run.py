@@ -34,6 +34,8 @@ OUT = ROOT / "bench" / "out"
 sys.path.insert(0, str(ROOT))
 from bench import pocketbase, proc  # after the path: it runs as a script
 
+# The Redis of the service's sessions and limits on PostgreSQL.
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 # Where bench databases are created (a database of that server that always exists).
 PG_ADMIN = os.environ.get("BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1/postgres")
 PASSWORD = "bench passphrase"  # noqa: S105  (a throwaway account in a throwaway database)
@@ -443,7 +445,7 @@ def production_env(database_url: str, kind: str) -> dict[str, str]:
         }
     else:
         env |= {
-            "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
+            "REDIS_URL": REDIS_URL,
             "SESSION_KEY_PREFIX": f"bench-{uuid.uuid4().hex[:6]}:",
         }
     return env
@@ -500,34 +502,42 @@ def etag_of(url: str) -> str:
 UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
+def database_servers(database_url: str) -> tuple[int, ...]:
+    """The main processes of the PostgreSQL server that holds `database_url` (the parent of
+    the backend a connection gets) and of the Redis server the service uses: as process
+    trees (`proc.tree_seconds`), their backends count, those that ended included."""
+    import psycopg
+    import redis
+
+    with psycopg.connect(database_url) as db:
+        backend = db.execute("SELECT pg_backend_pid()").fetchone()[0]
+    store = redis.Redis.from_url(REDIS_URL)
+    return proc.parent_of(backend), int(store.info("server")["process_id"])
+
+
 def run_wrk(
     wrk: str,
     url: str,
     duration: int,
     server: int | None = None,
     *,
-    databases: bool = False,
+    databases: tuple[int, ...] = (),
     script: Path | None = None,
     headers: tuple[str, ...] = (),
 ) -> dict[str, float]:
     """wrk against `url`: req/s and latencies; given the process `server` that serves it,
-    also the CPU milliseconds per request spent by the server's processes, and by the
-    database servers' (PostgreSQL's, Redis') too when `databases`."""
+    also the CPU milliseconds per request spent by the server's processes and by those of
+    the database servers whose main processes `databases` names (`database_servers`)."""
     command = [wrk, "-t1", "-c4", f"-d{duration}s", "--latency", url]
     for header in headers:
         command[1:1] = ["-H", header]
     if script:
         command[1:1] = ["-s", str(script)]
 
-    def reading() -> tuple[float, dict[int, float]]:
-        own = proc.tree_seconds(server) if server is not None else 0.0
-        others = proc.matching_seconds(proc.DATABASE_SERVERS) if databases else {}
-        return own, others
-
-    own, others = reading()
+    counted = (server, *databases) if server is not None else ()
+    before = sum(proc.tree_seconds(pid) for pid in counted)
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    own_after, others_after = reading()
-    cpu = own_after - own + proc.spent(others, others_after)
+    cpu = sum(proc.tree_seconds(pid) for pid in counted) - before
     served = re.search(r"(\d+) requests in", output)
     requests = int(served.group(1)) if served else 0
     if not requests or (server is not None and cpu <= 0):
@@ -643,9 +653,11 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
     paired: dict[str, list[float]] = {}
     by_cpu: dict[str, list[float]] = {}
     # Which process serves each port: its CPU time is counted for each run against it, and
-    # on PostgreSQL the database servers' (every side's, though only the service and the
-    # write anchor use them).
-    on_postgresql = kind == "postgresql"
+    # on PostgreSQL the database servers' for the two that use them (the service, the write
+    # anchor). Not for the bare app or PocketBase: what PostgreSQL does after a scenario's
+    # run (its checkpointer, autovacuum) would be charged to them.
+    uses_database = {service_port, writes_port} if kind == "postgresql" else set()
+    databases = database_servers(url) if uses_database else ()
     servers = {
         port: process.pid
         for port, process in (
@@ -664,8 +676,9 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
         ceiling_url, _ = cases["bare_flask"]
 
         def load(target: str, seconds: int, **options: object) -> dict[str, float]:
-            server = servers[urlsplit(target).port]
-            return run_wrk(wrk, target, seconds, server, databases=on_postgresql, **options)
+            port = urlsplit(target).port
+            counted = databases if port in uses_database else ()
+            return run_wrk(wrk, target, seconds, servers[port], databases=counted, **options)
 
         for target, options in cases.values():
             load(target, 2, **options)  # warm up
@@ -885,11 +898,14 @@ def write_results(all_results: dict[str, dict], duration: int, rounds: int) -> P
         "the run, divided by the requests served: gunicorn's master, its workers, and the "
         "workers it recycled (max_requests) with their start-up. Its ratio to the bare "
         "app's is bare ÷ scenario. It does not count a core left idle, but it moves too "
-        "between runs (bench/WALLTIME.md). On PostgreSQL it also counts what PostgreSQL's "
-        "processes and Redis spent during the run (bench/proc.py), so every side's figure "
-        "holds its database's work: the service's and the write anchor's in those servers, "
-        "PocketBase's SQLite in its own process; the bare app's includes their idle "
-        "background work only. On SQLite the database is in the server's process.",
+        "between runs (bench/WALLTIME.md). On PostgreSQL the service's and the write "
+        "anchor's also count what the PostgreSQL server (its main process, its backends, "
+        "those that ended too) and Redis spent during the run (bench/proc.py): every "
+        "figure holds its database's work, PocketBase's SQLite being in its own process. "
+        "The bare app's and PocketBase's do not count those servers (they use neither), so "
+        "work PostgreSQL does after a scenario's run is charged to no one. Anything else "
+        "using the same servers meanwhile would be counted: the machine must be quiet. "
+        "On SQLite the database is in the server's process.",
         "",
     ]
     for kind, results in all_results.items():

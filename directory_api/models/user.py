@@ -74,8 +74,9 @@ class User(UserMixin, IdMixin, TimestampMixin, db.Model):
         cascade="all, delete-orphan", passive_deletes=True
     )
     # The roles of the user who asks, as (location slug, role) in slug order, where the
-    # statement that found the user read them beside it (access.py, for /me): plain
-    # values, no collection of ORM objects to build. None: `memberships` has them.
+    # statement that found the user read them beside it (access.with_roles: /me and
+    # sign-in, views that change no role): plain values, no collection of ORM objects to
+    # build, and not refreshed by the ORM. None: `memberships` has them.
     roles_read = None  # list[tuple[str, Role]] when read; not a column (no annotation)
 
     @hybrid_property
