@@ -32,6 +32,7 @@ from bench.run import (
     OUT,
     PASSWORD,
     VOTE,
+    database_servers,
     database_url,
     database_urls,
     ensure_tool,
@@ -183,12 +184,22 @@ def connections(url: str) -> int:
     )
 
 
-def load(wrk: str, targets: list[tuple[str, dict]], duration: int, url: str) -> dict:
-    """Every target loaded at once by a wrk of its own: summed req/s, worst p50, CPU shares."""
+def load(
+    wrk: str,
+    targets: list[tuple[str, dict]],
+    duration: int,
+    url: str,
+    watched: dict[str, tuple[int, ...]],
+) -> dict:
+    """Every target loaded at once by a wrk of its own: summed req/s, worst p50, and the
+    CPU shares of the process trees `watched` names (the PostgreSQL server, Redis, the
+    instances' gunicorn masters with their workers)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    watched = {"postgres": r"^postgres: ", "redis": r"redis-server", "app": r"gunicorn"}
-    before = {name: proc.matching_seconds(pattern) for name, pattern in watched.items()}
+    def seconds() -> dict[str, float]:
+        return {name: sum(map(proc.tree_seconds, pids)) for name, pids in watched.items()}
+
+    before = seconds()
     started = time.monotonic()
     with ThreadPoolExecutor(len(targets) + 1) as pool:
         runs = [
@@ -198,10 +209,7 @@ def load(wrk: str, targets: list[tuple[str, dict]], duration: int, url: str) -> 
         held = connections(url)
         results = [run.result() for run in runs]
     elapsed = time.monotonic() - started
-    used = {
-        name: proc.spent(before[name], proc.matching_seconds(pattern)) / elapsed
-        for name, pattern in watched.items()
-    }
+    used = {name: (spent - before[name]) / elapsed for name, spent in seconds().items()}
     return {
         "rps": sum(result["rps"] for result in results),
         "p50": max(result["p50"] for result in results),
@@ -231,21 +239,24 @@ def measure_once(url: str, wrk: str, instances: list[int], duration: int) -> dic
     lua = scripts()
     env = environment(url)
     results: dict[str, dict[int, dict]] = {}
+    postgres, redis = database_servers(url)
     for count in instances:
         with ExitStack() as stack:
-            ports = []
+            ports, masters = [], []
             for number in range(count):
                 port = free_port()
                 process = start_gunicorn("wsgi:app", env, port, f"capacity-{count}-{number}.log")
                 stack.callback(process.wait)
                 stack.callback(process.terminate)
                 ports.append(port)
+                masters.append(process.pid)
+            watched = {"postgres": (postgres,), "redis": (redis,), "app": tuple(masters)}
             sign_in(ports[0])  # the account exists and answers
             bases = [f"http://127.0.0.1:{port}" for port in ports]
             for name in cases(bases[0], lua):
                 targets = [cases(base, lua)[name] for base in bases]
-                load(wrk, targets, 2, url)  # warm up every worker
-                result = load(wrk, targets, duration, url)
+                load(wrk, targets, 2, url, watched)  # warm up every worker
+                result = load(wrk, targets, duration, url, watched)
                 results.setdefault(name, {})[count] = result
                 print(f"{count} instance(s), {name}: {result}", flush=True)
     return results
@@ -279,7 +290,8 @@ def table(
     lines += [
         "",
         "CPU is read from /proc over each run (1.00: one core busy the whole run; the"
-        " instances' worker processes, PostgreSQL's backends, redis-server); PostgreSQL"
+        " instances' gunicorn masters with their workers, the PostgreSQL server with its"
+        " backends, those that ended included, and Redis: bench/proc.py); PostgreSQL"
         " connections are those open on the database halfway through each run, for"
         f" {', '.join(map(str, instances))} instances.",
     ]

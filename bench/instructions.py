@@ -273,6 +273,7 @@ class Counted:
         import types
 
         self.saved = [(function, function.__code__) for function in targets]
+        self.names = [f"_counted_{id(self)}_{number}" for number in range(len(targets))]
         depth = [0]
 
         def call(original, args, kwargs):
@@ -286,7 +287,7 @@ class Counted:
                 if depth[0] == 0:
                     toggle()
 
-        for number, (function, code) in enumerate(self.saved):
+        for (function, code), name in zip(self.saved, self.names, strict=True):
             if code.co_flags & self.CO_GENERATOR_LIKE:
                 sys.exit(f"{code.co_qualname}: a generator's work runs after its call returns")
             original = types.FunctionType(
@@ -299,7 +300,6 @@ class Counted:
             original.__kwdefaults__ = function.__kwdefaults__
             # The trampoline has the function's number of free variables (a code object
             # replaced must keep it), and finds its copy through a global of its own.
-            name = f"_counted_{id(self)}_{number}"
             function.__globals__[name] = lambda args, kwargs, o=original: call(o, args, kwargs)
             free = [f"v{index}" for index in range(len(code.co_freevars))]
             source = (
@@ -315,7 +315,6 @@ class Counted:
             scope: dict = {}
             exec(compile(source, f"<counted {code.co_qualname}>", "exec"), scope)  # noqa: S102
             function.__code__ = scope["outer"]().__code__
-        self.names = [f"_counted_{id(self)}_{n}" for n in range(len(self.saved))]
 
     def undo(self) -> None:
         for (function, code), name in zip(self.saved, self.names, strict=True):
@@ -530,7 +529,7 @@ def count(
     if finished.returncode != 0:
         sys.exit(f"the driver failed:\n{finished.stdout[-3000:]}\n{finished.stderr[-3000:]}")
     counts, engine = {}, {}
-    library = IN_PROCESS_ENGINE.get(kind)
+    library = None if parts else IN_PROCESS_ENGINE.get(kind)  # parts show no engine share
     for dump in runs.glob("callgrind.out.*"):
         text = dump.read_text(errors="replace")
         named = re.search(r"^desc: Trigger: Client Request: (\S+):(\d+)$", text, re.M)
@@ -603,12 +602,9 @@ def write(
     return path
 
 
-def write_parts(
-    found: dict[str, tuple[dict[str, float], dict[str, float]]], names: list[str], requests: int
-) -> Path:
-    """bench/PARTS.md: each scenario's parts, M instructions a request and share of the
-    hooked whole, on each database (SQLite's own share of each part where it runs in the
-    process)."""
+def write_parts(found: dict[str, dict[str, float]], names: list[str], requests: int) -> Path:
+    """bench/PARTS.md: each scenario's parts on each database, M instructions a request and
+    their share of the whole request counted the same way."""
     kinds = list(found)
     lines = [
         "# Where a request's instructions go",
@@ -636,12 +632,12 @@ def write_parts(
             ("the whole request, counted the usual way", name),
             ("what counting adds to each counted call", f"{name}|nothing"),
         ):
-            cells = " | ".join(f"{found[kind][0].get(key, 0) / 1e6:.3f} | " for kind in kinds)
+            cells = " | ".join(f"{found[kind].get(key, 0) / 1e6:.3f} | " for kind in kinds)
             lines.append(f"| {label} | {cells} |")
         for number, (label, _) in enumerate(PARTS[name]):
             cells = []
             for kind in kinds:
-                counts = found[kind][0]
+                counts = found[kind]
                 value, whole = counts.get(f"{name}|{number}"), counts.get(f"{name}|0")
                 share = f"{100 * value / whole:.0f} %" if value is not None and whole else ""
                 cells += [f"{value / 1e6:.2f}" if value is not None else "", share]
@@ -674,7 +670,7 @@ def main() -> None:
         if not chosen:
             sys.exit(f"--parts: none of these scenarios has parts; those that do: {list(PARTS)}")
         found = {
-            kind: count(kind, database(kind, args.reseed), args.requests, chosen, parts=True)
+            kind: count(kind, database(kind, args.reseed), args.requests, chosen, parts=True)[0]
             for kind in args.databases
         }
         print(f"wrote {write_parts(found, chosen, args.requests)}")

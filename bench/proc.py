@@ -1,12 +1,10 @@
 """CPU time of processes, read from /proc (Linux): the one place the benches read it.
 
-A server's own tree (`tree_seconds`: gunicorn's master and its workers, PostgreSQL's main
-process and its backends, and the children each has reaped), and the processes found by
-their command line (`matching_seconds`), whose spending between two readings `spent` sums.
+A server as a process tree (`tree_seconds`): gunicorn's master and its workers,
+PostgreSQL's main process and its backends, with the children each has reaped.
 """
 
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -16,13 +14,17 @@ TICK = os.sysconf("SC_CLK_TCK")
 OWN, REAPED = slice(11, 13), slice(13, 15)
 
 
+def stat(pid: int | str) -> list[str]:
+    """/proc/PID/stat's fields after the command's closing parenthesis (state, parent, …)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+
 def ticks(pid: int | str, fields: slice = OWN) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return sum(int(value) for value in stat[fields])
+    return sum(int(value) for value in stat(pid)[fields])
 
 
 def parent_of(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    return int(stat(pid)[1])
 
 
 def tree_seconds(pid: int) -> float:
@@ -42,25 +44,3 @@ def tree_seconds(pid: int) -> float:
         if ticks(pid, REAPED) == before:
             return (ticks(pid) + before + live) / TICK
     sys.exit(f"the CPU time of process {pid} kept changing under its reads")
-
-
-def matching_seconds(pattern: str) -> dict[int, float]:
-    """CPU seconds (user + system) of each process whose command line matches `pattern`."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            if re.search(pattern, command):
-                found[int(entry.name)] = ticks(entry.name) / TICK
-        except (OSError, IndexError, ValueError):  # gone meanwhile, or not readable
-            continue
-    return found
-
-
-def spent(before: dict[int, float], after: dict[int, float]) -> float:
-    """CPU seconds spent between two readings of `matching_seconds` by the processes alive
-    at the second (one that started meanwhile from nothing; one that ended meanwhile is
-    left out)."""
-    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
