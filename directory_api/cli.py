@@ -1,5 +1,6 @@
-"""Flask CLI commands: create-super, seed-demo, outbox send|worker|rekey, listings recount,
-retention run, privacy erase|export; and the outbox worker's loop with its housekeeping."""
+"""Flask CLI commands: create-super, seed-demo, outbox send|worker|rekey, listings
+recount|store-outputs, retention run, privacy erase|export; and the outbox worker's loop
+with its housekeeping."""
 
 import json
 import logging
@@ -16,6 +17,7 @@ from sqlalchemy import select
 from . import demo
 from .audit import compact_counts
 from .credentials import notice_expiring_tokens, set_password
+from .listing_pages import store_missing_outputs
 from .models import User
 from .models.listing import recount_listings
 from .platform.extensions import db
@@ -78,9 +80,12 @@ def create_super(email: str, password: str | None, reset_password: bool) -> None
 
 
 def recount() -> None:
-    """Recompute the stored counts: listings per location, and each employer's votes."""
+    """Recompute the stored counts (listings per location, and each employer's votes) and
+    store the listings' outputs that are missing, committed."""
     recount_listings()
     recount_votes()
+    db.session.commit()
+    store_missing_outputs()
 
 
 @click.command("seed-demo")
@@ -94,7 +99,6 @@ def seed_demo() -> None:
         )
     added = demo.seed()
     recount()  # the listings and votes were written in bulk, past the ORM's counting
-    db.session.commit()
     if any(added.values()):
         click.echo(
             f"Demo data loaded: {added['listings']} listings, {added['votes']} votes and "
@@ -280,11 +284,19 @@ listings = AppGroup("listings", help="Maintenance of businesses and employers.")
 @listings.command("recount")
 @with_appcontext
 def listings_recount() -> None:
-    """Recompute the stored counts: listings per location, and each employer's votes (after
-    loading listings or votes outside the app)."""
+    """Recompute the stored counts (listings per location, each employer's votes) and store
+    missing listing outputs: after loading listings or votes outside the app."""
     recount()
-    db.session.commit()
-    click.echo("listing and vote counts recomputed")
+    click.echo("listing and vote counts recomputed, missing outputs stored")
+
+
+@listings.command("store-outputs")
+@with_appcontext
+def listings_store_outputs() -> None:
+    """Store each listing's output (its JSON, its CSV line) where it is missing: after the
+    upgrade that added them (migration 0025), or loading listings outside the app. Pages
+    and exports write a missing one as they read it, so this can run while serving."""
+    click.echo(f"{store_missing_outputs()} listings' outputs stored")
 
 
 retention = AppGroup("retention", help="Delete or redact personal data past its retention.")

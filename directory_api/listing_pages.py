@@ -1,7 +1,8 @@
-"""What a page of businesses or employers shows, declared once: the statement that writes
-each listing's output (`ListingOut`, written by the database), and, derived from it, the
-changes that turn the revision of the location's pages (whose ETags a revalidation is
-answered by, without the page's work: platform/caching.py).
+"""What a page of businesses or employers shows, declared once: the statements that write
+each listing's output (`ListingOut` as JSON, and its export's CSV line, written by the
+database and stored with the listing), and, derived from them, the changes that store a
+listing's outputs again and turn the revision of the location's pages (whose ETags a
+revalidation is answered by, without the page's work: platform/caching.py).
 
 Every table the output statement reads is one whose changes a page may show: a listing
 itself (inserted and deleted ones turn theirs with their counts, models/listing.py), a row
@@ -10,17 +11,30 @@ category, a social: any page may show it, so every revision turns). A join added
 output is followed by its revisions with nothing more to write.
 """
 
+from collections.abc import Callable, Collection
 from typing import Any
 
-from sqlalchemy import Table, func, literal_column, select, tuple_
+from sqlalchemy import (
+    Connection,
+    FromClause,
+    Table,
+    func,
+    literal_column,
+    or_,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from .models import Category, Listing, ListingCount, ListingSocial, Social
 from .models.listing import new_revision
+from .platform.extensions import db
 from .platform.output import schema_instance
 from .platform.page_queries import encoded_by_id
 from .platform.sql import (
     csv_cells,
+    csv_lines_of,
     json_list,
     json_of,
     json_text,
@@ -31,69 +45,145 @@ from .platform.sql import (
 )
 from .schemas.listings import ListingOut, SocialLinkOut
 
-# Each row's `ListingOut` as JSON text (sql.json_of), its subcategory's slug and social
-# links (in their order) included. Built once, not for every page (with its cache key); the
-# page's ids and order are added per request.
+# Each listing's `ListingOut` as JSON text (sql.json_of), its subcategory's slug and social
+# links (in their order) included, and its export's CSV cells (sql.csv_cells): written by
+# the database from `listings` (the table, or an alias of it) joined to its subcategory.
 _listings, _categories = Listing.__table__, Category.__table__
 _links, _socials = ListingSocial.__table__, Social.__table__
-_link_rows = (
-    select(
+
+
+def _links_of(listings: FromClause, item: Any) -> Any:
+    """The rows of a listing's social links, `item` of the link and its social, in order."""
+    return (
+        select(item, _links.c.position)
+        .select_from(_links.join(_socials, _links.c.social_id == _socials.c.id))
+        .where(_links.c.listing_id == listings.c.id)
+        .order_by(_links.c.position)
+        .correlate(listings)
+        .subquery()
+    )
+
+
+def _with_subcategory(listings: FromClause) -> Any:
+    return listings.outerjoin(_categories, listings.c.subcategory_id == _categories.c.id)
+
+
+def json_output(listings: FromClause) -> Any:
+    """A listing's output as JSON text."""
+    links = _links_of(
+        listings,
         json_of(
             schema_instance(SocialLinkOut), {"social_slug": _socials.c.slug, "url": _links.c.url}
         ).label("link"),
-        _links.c.position,
     )
-    .select_from(_links.join(_socials, _links.c.social_id == _socials.c.id))
-    .where(_links.c.listing_id == _listings.c.id)
-    .order_by(_links.c.position)
-    .correlate(_listings)
-    .subquery()
-)
-LINKS = select(json_list(_link_rows.c.link, _link_rows.c.position)).scalar_subquery()
-OUTPUT = select(
-    json_text(
+    return json_text(
         json_of(
             schema_instance(ListingOut),
             {
-                **_listings.c,
+                **listings.c,
                 "subcategory_slug": _categories.c.slug,
-                "socials": func.coalesce(LINKS, literal_column("'[]'")),
+                "socials": func.coalesce(
+                    select(json_list(links.c.link, links.c.position)).scalar_subquery(),
+                    literal_column("'[]'"),
+                ),
             },
         )
     )
-).select_from(_listings.outerjoin(_categories, _listings.c.subcategory_id == _categories.c.id))
+
+
+def csv_output(listings: FromClause) -> list[Any]:
+    """A listing's CSV cells, the same output as an export shows it: a social link is
+    `social:url`, a listing's links one cell, separated by spaces, in their order."""
+    links = _links_of(
+        listings, (_socials.c.slug + literal_column("':'") + _links.c.url).label("cell")
+    )
+    return csv_cells(
+        schema_instance(ListingOut),
+        {
+            **listings.c,
+            # Slugs (slugs.SLUG_REGEX) need neither a guard nor quotes.
+            "slug": plain_cell(listings.c.slug),
+            "subcategory_slug": plain_cell(_categories.c.slug),
+            # Each link starts with its social's slug (slugs.SLUG_REGEX): never a formula.
+            "socials": never_formula(
+                select(spaced_list(links.c.cell, links.c.position)).scalar_subquery()
+            ),
+        },
+    )
+
+
+# Both are stored with the listing (`Listing.output_json`, `Listing.output_csv`) by the
+# flush that changes what they show (`keep_pages`), so that a page or an export reads one
+# text a row; a row whose text is not stored (NULL: written outside the ORM, or before
+# migration 0025) has it written as it is read, with the same expressions.
+_computed = _listings.alias("computed")
+COMPUTED_JSON = (
+    select(json_output(_computed))
+    .select_from(_with_subcategory(_computed))
+    .where(_computed.c.id == _listings.c.id)
+    .scalar_subquery()
+)
+COMPUTED_CSV = csv_lines_of(
+    select(*csv_output(_computed))
+    .select_from(_with_subcategory(_computed))
+    .where(_computed.c.id == _listings.c.id)
+    .correlate(_listings)
+).scalar_subquery()
+OUTPUT = select(func.coalesce(_listings.c.output_json, COMPUTED_JSON)).select_from(_listings)
 
 # Listings (a page) as their output: one statement whatever their number, and nothing
 # to dump.
 listings_output = encoded_by_id(OUTPUT, _listings.c.id)
 
-# Each row's CSV cells (sql.csv_cells), the same output as an export shows it: a social
-# link is `social:url`, a listing's links one cell, separated by spaces, in their order.
-_link_cells = (
-    select(
-        (_socials.c.slug + literal_column("':'") + _links.c.url).label("cell"), _links.c.position
-    )
-    .select_from(_links.join(_socials, _links.c.social_id == _socials.c.id))
-    .where(_links.c.listing_id == _listings.c.id)
-    .order_by(_links.c.position)
-    .correlate(_listings)
-    .subquery()
+# An export's lines (sql.csv_lines_of), the listings joined to their subcategory (which it
+# may be filtered by).
+CSV_LINES = select(func.coalesce(_listings.c.output_csv, COMPUTED_CSV)).select_from(
+    _with_subcategory(_listings)
 )
-CSV_ROWS = select(
-    *csv_cells(
-        schema_instance(ListingOut),
-        {
-            **_listings.c,
-            # Slugs (slugs.SLUG_REGEX) need neither a guard nor quotes.
-            "slug": plain_cell(_listings.c.slug),
-            "subcategory_slug": plain_cell(_categories.c.slug),
-            # Each link starts with its social's slug (slugs.SLUG_REGEX): never a formula.
-            "socials": never_formula(
-                select(spaced_list(_link_cells.c.cell, _link_cells.c.position)).scalar_subquery()
-            ),
-        },
+
+# The outputs of the listings `criteria` select, stored in one statement: the cells in a
+# subquery (OFFSET 0: each is written once, sql.csv_lines_of), updated from it. A row's
+# updatedAt is not an edit's, and stays.
+_fresh = _listings.alias("fresh")
+_FRESH_ROWS = select(
+    _fresh.c.id.label("fresh_id"), json_output(_fresh).label("fresh_json"), *csv_output(_fresh)
+).select_from(_with_subcategory(_fresh))
+
+
+def store_outputs(connection: Connection, criteria: Any) -> int:
+    """Store the outputs of the listings `criteria` (over the `listings` table) select: how
+    many were stored."""
+    fresh = csv_lines_of(
+        _FRESH_ROWS.where(_fresh.c.id.in_(select(_listings.c.id).where(criteria))), carry=2
+    ).subquery()
+    key, json, line = fresh.c
+    return connection.execute(
+        update(_listings)
+        .where(_listings.c.id == key)
+        .values(output_json=json, output_csv=line, updated_at=_listings.c.updated_at)
+    ).rowcount
+
+
+def store_missing_outputs(batch: int = 1000) -> int:
+    """Store the outputs of the listings that have none (written outside the ORM, or before
+    migration 0025), `batch` at a time in the order of their ids (each batch read from
+    where the last ended, not from the start), each batch committed: how many were stored."""
+    stored, after = 0, None
+    missing = (
+        select(_listings.c.id)
+        .where(_listings.c.output_json.is_(None))
+        .order_by(_listings.c.id)
+        .limit(batch)
     )
-).select_from(_listings.outerjoin(_categories, _listings.c.subcategory_id == _categories.c.id))
+    while True:
+        ids = db.session.scalars(
+            missing if after is None else missing.where(_listings.c.id > after)
+        ).all()
+        if not ids:
+            return stored
+        stored += store_outputs(db.session.connection(), _listings.c.id.in_(ids))
+        db.session.commit()
+        after = ids[-1]
 
 
 def listing_keys(shown: frozenset[Table]) -> dict[Table, str | None]:
@@ -110,14 +200,38 @@ def listing_keys(shown: frozenset[Table]) -> dict[Table, str | None]:
     return keys
 
 
+def naming(table: Table) -> tuple[str, Callable[[Collection[Any]], Any]]:
+    """For a table that listings name (a category, a social): its key's attribute, and the
+    criterion over `listings` of those that name any of some of its rows (by their keys),
+    by a column of theirs (a subcategory) or through a table of a listing's rows (a social
+    link)."""
+    (key,) = table.primary_key.columns
+    for fk in _listings.foreign_keys:
+        if fk.column.table is table:
+            return key.key, fk.parent.in_
+    for link in SHOWN:
+        to_listing = [fk.parent for fk in link.foreign_keys if fk.column.table is _listings]
+        to_table = [fk.parent for fk in link.foreign_keys if fk.column.table is table]
+        if to_listing and to_table:
+            through = select(to_listing[0])
+            return key.key, lambda keys, to=to_table[0], through=through: _listings.c.id.in_(
+                through.where(to.in_(keys))
+            )
+    raise TypeError(f"nothing says which listings show a row of {table.name}")
+
+
 SHOWN = tables_read(OUTPUT)
 LISTING_KEYS = listing_keys(SHOWN)
+NAMING = {table: naming(table) for table, key in LISTING_KEYS.items() if key is None}
 
 
-def turn_page_revisions(session: Session, _context: object) -> None:
-    """After a flush that changed what pages show, turn their revisions: in one statement
-    whatever the number of rows (a category rename touches all its listings)."""
-    listing_ids: set[Any] = set()
+def keep_pages(session: Session, _context: object) -> None:
+    """After a flush that changed what pages show: the changed listings' outputs stored
+    again (a category rename: all its listings'), and their pages' revisions turned, each
+    in one statement whatever the number of rows."""
+    listing_ids: set[Any] = set()  # whose pages' revisions turn
+    stored_ids: set[Any] = set()  # whose outputs are stored again (new listings' too)
+    named: dict[Table, set[Any]] = {}
     for changed, rows in (
         ("new", session.new),
         ("dirty", session.dirty),
@@ -130,25 +244,33 @@ def turn_page_revisions(session: Session, _context: object) -> None:
             key = LISTING_KEYS[table]
             if key is None:
                 if changed != "new":  # a new row is on no page until a listing names it
-                    turn_every_revision(session)
-                    return
-            elif table is not _listings or changed == "dirty":
+                    named.setdefault(table, set()).add(getattr(row, NAMING[table][0]))
+            elif table is not _listings:
                 listing_ids.add(getattr(row, key))
-    if listing_ids:
-        counts = ListingCount.__table__
+            elif changed != "deleted":
+                stored_ids.add(row.id)
+                if changed == "dirty":  # new and deleted ones turn theirs with their counts
+                    listing_ids.add(row.id)
+    connection = session.connection()
+    counts = ListingCount.__table__
+    if named:  # any page may show it
+        connection.execute(counts.update().values(revision=new_revision()))
+    elif listing_ids:
         of_listings = select(_listings.c.location_id, _listings.c.kind).where(
             _listings.c.id.in_(listing_ids)
         )
-        session.connection().execute(
+        connection.execute(
             counts.update()
             .where(tuple_(counts.c.location_id, counts.c.kind).in_(of_listings))
             .values(revision=new_revision())
         )
+    criteria = [NAMING[table][1](keys) for table, keys in named.items()]
+    if listing_ids | stored_ids:
+        criteria.append(_listings.c.id.in_(listing_ids | stored_ids))
+    if criteria:
+        store_outputs(connection, or_(*criteria))
 
 
-def turn_every_revision(session: Session) -> None:
-    session.connection().execute(ListingCount.__table__.update().values(revision=new_revision()))
-
-
-# Registered by create_app (platform/events.py): the revisions, in the change's flush.
-LISTENERS = ((Session, "after_flush", turn_page_revisions, {}),)
+# Registered by create_app (platform/events.py): the outputs and revisions, in the change's
+# flush.
+LISTENERS = ((Session, "after_flush", keep_pages, {}),)

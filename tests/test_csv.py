@@ -575,10 +575,10 @@ def test_the_database_writes_every_cell_as_the_dump_would(client, app):
 def test_the_export_reads_what_the_list_page_does():
     """An export's ETag is the list's revision, turned by changes to what the page's
     statement reads: the export's statement reads those tables and no other."""
-    from directory_api.listing_pages import CSV_ROWS, OUTPUT
+    from directory_api.listing_pages import CSV_LINES, OUTPUT
     from directory_api.platform.sql import tables_read
 
-    assert tables_read(CSV_ROWS) == tables_read(OUTPUT)
+    assert tables_read(CSV_LINES) == tables_read(OUTPUT)
 
 
 def test_cells_in_sql_are_refused_for_what_sql_cannot_write():

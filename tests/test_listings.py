@@ -1,15 +1,17 @@
 """/locations/:slug/businesses and …/employers: one shape, tested for both kinds."""
 
 import hashlib
+import uuid
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import insert, text
 
-from directory_api.models import Business, Employer, ListingSocial, utcnow
+from directory_api.models import Business, Employer, Listing, ListingSocial, utcnow
 from directory_api.platform import page_queries
 from directory_api.platform.extensions import db
 from directory_api.platform.timeouts import unbounded
+from directory_api.search import fold, search_text
 
 from .conftest import PG_URL, PROBLEM, assert_problem, forget_answers, statements_run
 from .factories import (
@@ -619,8 +621,22 @@ def test_migration_0024_keeps_every_listing_searchable_both_ways(tmp_path):
     with app.app_context():
         upgrade(revision="0023")
         harbour = make_location("harbour")
-        make_listing("business", harbour, "mill", name="Harbour Mill")
-        make_listing("business", harbour, "works", name="Iron Works")
+        for slug, name in (("mill", "Harbour Mill"), ("works", "Iron Works")):
+            # As the code of then wrote them: the model's later columns (0025) left out.
+            db.session.execute(
+                insert(Listing.__table__).values(
+                    id=uuid.uuid4(),
+                    kind="business",
+                    location_id=harbour.id,
+                    slug=slug,
+                    name=name,
+                    search_name=fold(name),
+                    search_text=search_text(name, None, None, None),
+                    created_at=utcnow(),
+                    updated_at=utcnow(),
+                )
+            )
+        db.session.commit()
         db.session.remove()
         upgrade()
         assert found("mill") == ["mill"]

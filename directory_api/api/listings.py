@@ -16,7 +16,7 @@ from sqlalchemy.orm import joinedload, selectinload
 from ..access import located
 from ..audit import changed_fields
 from ..endpoints import Access, Unlocated, endpoint
-from ..listing_pages import CSV_ROWS, listings_output
+from ..listing_pages import CSV_LINES, listings_output
 from ..models import (
     Business,
     Category,
@@ -41,7 +41,6 @@ from ..platform.output import schema_instance
 from ..platform.page_queries import every_line, paginate
 from ..platform.pagination import Order, Page, sort_fields
 from ..platform.slugs import derive_slug, slugs_in_use
-from ..platform.sql import csv_lines_of
 from ..schemas.base import TargetSchema
 from ..schemas.common import ImportArgs, ImportOut
 from ..schemas.listings import (
@@ -239,8 +238,8 @@ def listings_blueprint(
     of_subcategory = of_location.where(
         _listings.c.subcategory_id == id_by_slug(_categories.c, bindparam("subcategory"))
     )
-    # An export's rows as their CSV cells (listing_pages.CSV_ROWS), the same two ways.
-    export_of_location = CSV_ROWS.where(
+    # An export's lines (listing_pages.CSV_LINES), the same two ways.
+    export_of_location = CSV_LINES.where(
         _listings.c.location_id == bindparam("location_id"), _listings.c.kind == kind
     )
     export_of_subcategory = export_of_location.where(
@@ -370,7 +369,7 @@ def listings_blueprint(
     def export_listings(args, location: Row):  # locate_with_counts: its id and slug
         stmt = export_of_subcategory if "subcategory" in args else export_of_location
         lines = every_line(
-            csv_lines_of(stmt.order_by(*args["sort"], _listings.c.id.asc())),
+            stmt.order_by(*args["sort"], _listings.c.id.asc()),
             {"location_id": location.id, "subcategory": args.get("subcategory")},
         )
         return csv_response(ListingOut, lines, f"{location.slug}-{plural}.csv", lines=True)

@@ -53,6 +53,8 @@ class Listing(IdMixin, ContactMixin, TimestampMixin, db.Model):
             "subcategory_id",
             "search_name",
             "search_text",
+            "output_json",
+            "output_csv",
             "vote_count",
             "active_votes",
             "pending_votes",
@@ -88,6 +90,12 @@ class Listing(IdMixin, ContactMixin, TimestampMixin, db.Model):
     # (search.py).
     search_name: Mapped[str] = mapped_column(Text, default="")
     search_text: Mapped[str] = mapped_column(Text, default="")
+    # What pages and exports show of it, as the database writes it (its `ListingOut` as
+    # JSON text; its export's CSV line), stored by the flush that changes what they show
+    # (listing_pages.py); NULL where not stored, written as it is read. Never loaded with
+    # the object.
+    output_json: Mapped[str | None] = mapped_column(Text, deferred=True)
+    output_csv: Mapped[str | None] = mapped_column(Text, deferred=True)
     # Employers: their active, non-duplicate votes, kept by vote_integrity.py on every
     # change, so the public results page reads counts instead of counting votes.
     vote_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

@@ -326,10 +326,11 @@ UNQUOTED_CELLS = (uuid_text, timestamp_text, plain_cell)
 CSV_LINE_CELLS = 99
 
 
-def csv_lines_of(rows: Select) -> Select:
+def csv_lines_of(rows: Select, *, carry: int = 0) -> Select:
     """Each row of `rows` (a SELECT of `csv_cells`, in its order) as its whole CSV line,
     CRLF included, as the csv module writes it: the client reads one text per row, not
-    one per cell, and writes the lines as they come.
+    one per cell, and writes the lines as they come. The first `carry` columns of `rows`
+    are not cells: they come as they are, before the line.
 
     The rows are a subquery with OFFSET 0, which neither database merges into the line's
     statement (each cell's expression, a subquery among them, would run once per mention
@@ -337,8 +338,10 @@ def csv_lines_of(rows: Select) -> Select:
     `printf` (`format`) of its cells: a concatenation would copy the line so far once per
     cell."""
     cells = rows.offset(0).subquery()
-    texts = []
-    for label, column in zip(rows.selected_columns, cells.c, strict=True):
+    carried, texts = list(cells.c)[:carry], []
+    for label, column in zip(
+        list(rows.selected_columns)[carry:], list(cells.c)[carry:], strict=True
+    ):
         plain = isinstance(getattr(label, "element", None), UNQUOTED_CELLS)
         texts.append(column if plain else csv_quoted(column))
     if len(texts) < 2:  # the csv module quotes a row's only cell when it is empty
@@ -346,7 +349,7 @@ def csv_lines_of(rows: Select) -> Select:
     if len(texts) > CSV_LINE_CELLS:
         raise TypeError(f"a CSV line in SQL has at most {CSV_LINE_CELLS} cells")
     line_format = literal_column("'" + ",".join(["%s"] * len(texts)) + "'") + crlf()
-    return select(formatted(line_format, *texts))
+    return select(*carried, formatted(line_format, *texts))
 
 
 def tables_read(statement: Any) -> frozenset[Table]:
