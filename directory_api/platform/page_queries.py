@@ -11,8 +11,9 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from marshmallow import Schema
-from sqlalchemy import Select, bindparam, func, select, true, tuple_
+from sqlalchemy import Select, bindparam, func, select, true, tuple_, type_coerce
 from sqlalchemy.sql import operators
+from sqlalchemy.types import NullType
 
 from . import reads
 from .extensions import db
@@ -33,7 +34,7 @@ def encoded_by_id(output: Select, id_column: Any) -> Encode:
 
     def statement(ids: Any, order: list[Any]) -> Select:
         keys = sort_keys(order)
-        stmt = output.add_columns(*(keys[0] if keys else ()))
+        stmt = output.add_columns(*(as_stored(c) for c in (keys[0] if keys else ())))
         return stmt.where(id_column.in_(ids)).order_by(*order)
 
     return statement
@@ -173,7 +174,7 @@ def page_statements(
         .limit(bindparam("page_limit"))
     )
     if from_start:
-        page_ids = page_ids.where(start_at(keys, inclusive=start[1]))
+        page_ids = page_ids.where(start_at(keys, inclusive=start[1], stored=encoded is not None))
     else:
         page_ids = page_ids.offset(bindparam("page_offset"))
     rows = rows_statement(
@@ -239,12 +240,23 @@ def sort_keys(clauses: list[Any]) -> tuple[list[Any], bool] | None:
     return [clause.element for clause in clauses], clauses[0].modifier is operators.asc_op
 
 
-def start_at(keys: tuple[list[Any], bool], *, inclusive: bool) -> Any:
-    """The rows from (or after) the row whose sort key is bound as `page_start_0`, …"""
+def as_stored(column: Any) -> Any:
+    """A sort column of an encoded page's rows as the driver reads it, not converted by its
+    type (a UUID's text on SQLite): only the page's last row's is ever used, as the next
+    page's start, bound again as it was read (`start_at`'s `stored`)."""
+    return type_coerce(column, NullType()).label(column.key)
+
+
+def start_at(keys: tuple[list[Any], bool], *, inclusive: bool, stored: bool = False) -> Any:
+    """The rows from (or after) the row whose sort key is bound as `page_start_0`, …: values
+    of the columns' types, or (`stored`) as the driver read them (`as_stored`)."""
     columns, ascending = keys
     row = tuple_(*columns)
     anchor = tuple_(
-        *(bindparam(name, type_=c.type) for name, c in zip(START_NAMES, columns, strict=False))
+        *(
+            bindparam(name, type_=NullType() if stored else c.type)
+            for name, c in zip(START_NAMES, columns, strict=False)
+        )
     )
     if ascending:
         return row >= anchor if inclusive else row > anchor
