@@ -5,7 +5,8 @@ every write, and the criteria that look for it.
 - Stored: `Listing.search_name` (the name) and `Listing.search_text` (name, branch,
   description and subcategory), refreshed before every insert and update, and when a
   subcategory is renamed.
-- Looked for: every word of the term as a substring of `search_text` (LIKE '%word%').
+- Looked for: every word of the term as a substring of `search_text` (`sql.holds_text`:
+  LIKE '%word%' on PostgreSQL, `instr` on SQLite).
   PostgreSQL's trigram index (migrations 0002 and 0005) serves those directly; on SQLite an
   FTS5 trigram table (migrations 0003 and 0024) narrows first, asked for the words' least
   common trigrams only (`TrigramShares`). Hits rank by how the whole term meets the name.
@@ -27,6 +28,7 @@ from .models.reference import Category
 from .platform import reads
 from .platform.errors import abort
 from .platform.extensions import db
+from .platform.sql import holds_text, starts_with_text
 from .schemas.fields import CONTROL, CONTROL_CHARACTERS, WHITESPACE
 
 # SQLite's full-text table of listings, which migration 0003 makes by hand and no model
@@ -89,7 +91,7 @@ class TrigramShares:
     day" in 101,000 of 101,000) cost the index 4 ms of its 4.2 for "golden bakery", where
     its words' least common trigrams alone cost 0.5 ms (bench/INSTRUCTIONS.md). An
     estimate is enough: which trigrams are asked for changes the work, never the hits, as
-    every word is still checked by LIKE."""
+    every word is still checked in the text itself."""
 
     def __init__(self) -> None:
         self.shares: dict[str, float] = {}
@@ -120,7 +122,7 @@ def trigrams(word: str) -> list[str]:
 
 
 def rarest_trigrams(words: list[str], shares: dict[str, float]) -> list[str | None]:
-    """Each word's least common trigram, or None for a word left to LIKE alone: one of
+    """Each word's least common trigram, or None for a word checked in the text alone: one of
     under three characters, or one whose least common trigram is in more than BROAD of
     the texts (going through the index to most of a location's rows cost twice reading
     them in place: "every" at 100,000 listings, 600 against 320 ms)."""
@@ -204,15 +206,22 @@ class Search(NamedTuple):
 def search_of(term: str) -> Search:
     folded = fold(term)
     words = folded.split()
-    whole = escape_like(folded)
-    values = {f"search_word_{n}": f"%{escape_like(word)}%" for n, word in enumerate(words)}
-    values |= {"search_term": folded, "search_start": f"{whole}%", "search_within": f"%{whole}%"}
     trigrams = None
     if db.engine.dialect.name == "sqlite":  # asked of the engine: the session stays unused
+        # The texts themselves (sql.holds_text, starts_with_text: instr and substr).
+        values = {f"search_word_{n}": word for n, word in enumerate(words)}
+        values |= {"search_term": folded, "search_start": folded, "search_within": folded}
         rarest = index_trigrams(words)
         served = None not in rarest
         trigrams = fts_query(rarest)
     else:  # pg_trgm serves a word with three letters or digits in a row ("x.s" it rechecks)
+        whole = escape_like(folded)  # LIKE patterns (sql.holds_text, starts_with_text)
+        values = {f"search_word_{n}": f"%{escape_like(word)}%" for n, word in enumerate(words)}
+        values |= {
+            "search_term": folded,
+            "search_start": f"{whole}%",
+            "search_within": f"%{whole}%",
+        }
         served = all(PG_INDEXED.search(word) for word in words)
     if trigrams is not None:
         values["trigrams"] = trigrams
@@ -238,16 +247,13 @@ def search_criteria(
     words, indexed = shape
     criteria = [
         *([columns.id.in_(INDEXED)] if indexed else []),
-        *(
-            columns.search_text.like(bindparam(f"search_word_{n}"), escape="\\")
-            for n in range(words)
-        ),
+        *(holds_text(columns.search_text, bindparam(f"search_word_{n}")) for n in range(words)),
     ]
     name = columns.search_name
     relevance = case(
         (name == bindparam("search_term"), 0),
-        (name.like(bindparam("search_start"), escape="\\"), 1),
-        (name.like(bindparam("search_within"), escape="\\"), 2),
+        (starts_with_text(name, bindparam("search_start")), 1),
+        (holds_text(name, bindparam("search_within")), 2),
         else_=3,
     )
     return criteria, relevance

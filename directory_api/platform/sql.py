@@ -38,6 +38,26 @@ def spelled(postgresql: str, sqlite: str) -> Callable[[type], type]:
     return register
 
 
+# Folded text (lower case throughout) holding a text, or starting with it. PostgreSQL's
+# trigram index serves LIKE '%…%' (the value bound is the pattern, `%` and `_` escaped);
+# SQLite's LIKE matches a pattern character by character, folding ASCII case, several times
+# dearer than `instr` on a search's candidate rows (the value bound is the text itself).
+@spelled("{0} LIKE {1} ESCAPE '\\'", "instr({0}, {1}) > 0")
+class holds_text(FunctionElement):
+    """Whether its first argument holds the second (see above)."""
+
+    type = Boolean()
+    inherit_cache = True
+
+
+@spelled("{0} LIKE {1} ESCAPE '\\'", "substr({0}, 1, length({1})) = {1}")
+class starts_with_text(FunctionElement):
+    """Whether its first argument starts with the second (see above)."""
+
+    type = Boolean()
+    inherit_cache = True
+
+
 class json_object(FunctionElement):  # lower case: a SQL function
     """A JSON object of alternating keys (literal identifiers) and values, written as the
     service's encoder writes JSON: no space after a colon or a comma, so an answer is the
