@@ -119,9 +119,10 @@ WORKER_RETRY_FIRST = 1.0
 WORKER_RETRY_CAP = 60.0
 
 
-# Housekeeping the worker does besides delivering, and how often (seconds): expired
-# idempotency records, marks of used challenges and the notices of tokens about to expire
-# hourly, retention (privacy.py) daily. Each runs at start-up too.
+# Housekeeping the worker does besides delivering, and how often (seconds): listing outputs
+# to store each minute; expired idempotency records, marks of used challenges and the
+# notices of tokens about to expire hourly, retention (privacy.py) daily. Each runs at
+# start-up too.
 def purge_idempotency_keys() -> None:
     purged = purge_expired_idempotency_keys()
     if purged:
@@ -150,7 +151,19 @@ def compact_audit_counts() -> None:
         log.info("folded %d rows of audit counts", folded)
 
 
+# Listing outputs a rename of a category's or social's slug cleared (or loaded past the
+# ORM): a bounded share each minute, so that mail is never long behind them.
+OUTPUTS_STORED_A_PASS = 10_000
+
+
+def store_listing_outputs() -> None:
+    stored = store_missing_outputs(most=OUTPUTS_STORED_A_PASS)
+    if stored:
+        log.info("stored the outputs of %d listings", stored)
+
+
 HOUSEKEEPING: list[tuple[float, Callable[[], object]]] = [
+    (60.0, store_listing_outputs),
     (3600.0, compact_audit_counts),
     (3600.0, purge_idempotency_keys),
     (3600.0, purge_used_challenges),
@@ -294,8 +307,9 @@ def listings_recount() -> None:
 @with_appcontext
 def listings_store_outputs() -> None:
     """Store each listing's output (its JSON, its CSV line) where it is missing: after the
-    upgrade that added them (migration 0025), or loading listings outside the app. Pages
-    and exports write a missing one as they read it, so this can run while serving."""
+    upgrade that added them (migration 0025), or loading listings outside the app (the
+    worker stores up to 10,000 a minute too). Pages and exports compute a missing one as
+    they read it, so this can run while serving."""
     click.echo(f"{store_missing_outputs()} listings' outputs stored")
 
 

@@ -11,16 +11,16 @@ category, a social: any page may show it, so every revision turns). A join added
 output is followed by its revisions with nothing more to write.
 """
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import (
     Connection,
     FromClause,
     Table,
+    bindparam,
     func,
     literal_column,
-    or_,
     select,
     tuple_,
     update,
@@ -150,24 +150,49 @@ _FRESH_ROWS = select(
 ).select_from(_with_subcategory(_fresh))
 
 
-def store_outputs(connection: Connection, criteria: Any) -> int:
-    """Store the outputs of the listings `criteria` (over the `listings` table) select: how
-    many were stored."""
-    fresh = csv_lines_of(
-        _FRESH_ROWS.where(_fresh.c.id.in_(select(_listings.c.id).where(criteria))), carry=2
-    ).subquery()
-    key, json, line = fresh.c
-    return connection.execute(
-        update(_listings)
-        .where(_listings.c.id == key)
-        .values(output_json=json, output_csv=line, updated_at=_listings.c.updated_at)
-    ).rowcount
+def store_outputs(connection: Connection, ids: Collection[Any]) -> int:
+    """Store the outputs of the listings with these ids: how many were stored.
+
+    Their rows are locked first, in the order of their ids, by a statement of its own: on
+    PostgreSQL the outputs are then written from a snapshot taken once no other
+    transaction can change them (an UPDATE that waited for a row would write what its
+    snapshot saw, over a change committed meanwhile). A flush's own changes hold those
+    locks already. At most STORED_AT_ONCE ids a statement (PostgreSQL binds 65,535
+    parameters at most)."""
+    stored, ordered = 0, sorted(ids)
+    for start in range(0, len(ordered), STORED_AT_ONCE):
+        chunk = ordered[start : start + STORED_AT_ONCE]
+        connection.execute(LOCKED, {"ids": chunk})
+        stored += connection.execute(STORE, {"ids": chunk}).rowcount
+    return stored
 
 
-def store_missing_outputs(batch: int = 1000) -> int:
-    """Store the outputs of the listings that have none (written outside the ORM, or before
-    migration 0025), `batch` at a time in the order of their ids (each batch read from
-    where the last ended, not from the start), each batch committed: how many were stored."""
+STORED_AT_ONCE = 10_000
+_IDS = bindparam("ids", expanding=True)
+# FOR UPDATE is PostgreSQL's; SQLite's writers take turns, and the clause is left out.
+LOCKED = (
+    select(_listings.c.id)
+    .where(_listings.c.id.in_(_IDS))
+    .order_by(_listings.c.id)
+    .with_for_update()
+)
+_FRESH_LINES = csv_lines_of(_FRESH_ROWS.where(_fresh.c.id.in_(_IDS)), carry=2).subquery()
+STORE = (
+    update(_listings)
+    .where(_listings.c.id == _FRESH_LINES.c.fresh_id)
+    .values(
+        output_json=_FRESH_LINES.c.fresh_json,
+        output_csv=list(_FRESH_LINES.c)[2],
+        updated_at=_listings.c.updated_at,
+    )
+)
+
+
+def store_missing_outputs(batch: int = 1000, most: int | None = None) -> int:
+    """Store the outputs of the listings that have none (written outside the ORM, cleared
+    by a trigger, or there before migration 0025), `batch` at a time in the order of their
+    ids (found by a partial index of those rows alone), each batch committed, no batch
+    begun once `most` are stored: how many were stored."""
     stored, after = 0, None
     missing = (
         select(_listings.c.id)
@@ -175,15 +200,16 @@ def store_missing_outputs(batch: int = 1000) -> int:
         .order_by(_listings.c.id)
         .limit(batch)
     )
-    while True:
+    while most is None or stored < most:
         ids = db.session.scalars(
             missing if after is None else missing.where(_listings.c.id > after)
         ).all()
         if not ids:
-            return stored
-        stored += store_outputs(db.session.connection(), _listings.c.id.in_(ids))
+            break
+        stored += store_outputs(db.session.connection(), ids)
         db.session.commit()
         after = ids[-1]
+    return stored
 
 
 def listing_keys(shown: frozenset[Table]) -> dict[Table, str | None]:
@@ -200,38 +226,22 @@ def listing_keys(shown: frozenset[Table]) -> dict[Table, str | None]:
     return keys
 
 
-def naming(table: Table) -> tuple[str, Callable[[Collection[Any]], Any]]:
-    """For a table that listings name (a category, a social): its key's attribute, and the
-    criterion over `listings` of those that name any of some of its rows (by their keys),
-    by a column of theirs (a subcategory) or through a table of a listing's rows (a social
-    link)."""
-    (key,) = table.primary_key.columns
-    for fk in _listings.foreign_keys:
-        if fk.column.table is table:
-            return key.key, fk.parent.in_
-    for link in SHOWN:
-        to_listing = [fk.parent for fk in link.foreign_keys if fk.column.table is _listings]
-        to_table = [fk.parent for fk in link.foreign_keys if fk.column.table is table]
-        if to_listing and to_table:
-            through = select(to_listing[0])
-            return key.key, lambda keys, to=to_table[0], through=through: _listings.c.id.in_(
-                through.where(to.in_(keys))
-            )
-    raise TypeError(f"nothing says which listings show a row of {table.name}")
-
-
 SHOWN = tables_read(OUTPUT)
 LISTING_KEYS = listing_keys(SHOWN)
-NAMING = {table: naming(table) for table, key in LISTING_KEYS.items() if key is None}
 
 
 def keep_pages(session: Session, _context: object) -> None:
     """After a flush that changed what pages show: the changed listings' outputs stored
-    again (a category rename: all its listings'), and their pages' revisions turned, each
-    in one statement whatever the number of rows."""
+    again, then their pages' revisions turned (in the order a listing's change takes their
+    locks: the listing's row, then its counts), each in one statement.
+
+    A row that listings name (a category, a social) turns every revision; the outputs it
+    shows were cleared by the database's triggers if it changed a slug, for the reads to
+    write and the worker to store again (`store_missing_outputs`): a rename holds the
+    rows it names only as long as clearing them takes."""
     listing_ids: set[Any] = set()  # whose pages' revisions turn
     stored_ids: set[Any] = set()  # whose outputs are stored again (new listings' too)
-    named: dict[Table, set[Any]] = {}
+    every_revision = False
     for changed, rows in (
         ("new", session.new),
         ("dirty", session.dirty),
@@ -243,17 +253,19 @@ def keep_pages(session: Session, _context: object) -> None:
                 continue
             key = LISTING_KEYS[table]
             if key is None:
-                if changed != "new":  # a new row is on no page until a listing names it
-                    named.setdefault(table, set()).add(getattr(row, NAMING[table][0]))
+                every_revision |= changed != "new"  # a new one is on no page yet
             elif table is not _listings:
                 listing_ids.add(getattr(row, key))
+                stored_ids.add(getattr(row, key))
             elif changed != "deleted":
                 stored_ids.add(row.id)
                 if changed == "dirty":  # new and deleted ones turn theirs with their counts
                     listing_ids.add(row.id)
     connection = session.connection()
+    if stored_ids:
+        store_outputs(connection, stored_ids)
     counts = ListingCount.__table__
-    if named:  # any page may show it
+    if every_revision:  # any page may show it
         connection.execute(counts.update().values(revision=new_revision()))
     elif listing_ids:
         of_listings = select(_listings.c.location_id, _listings.c.kind).where(
@@ -264,11 +276,6 @@ def keep_pages(session: Session, _context: object) -> None:
             .where(tuple_(counts.c.location_id, counts.c.kind).in_(of_listings))
             .values(revision=new_revision())
         )
-    criteria = [NAMING[table][1](keys) for table, keys in named.items()]
-    if listing_ids | stored_ids:
-        criteria.append(_listings.c.id.in_(listing_ids | stored_ids))
-    if criteria:
-        store_outputs(connection, or_(*criteria))
 
 
 # Registered by create_app (platform/events.py): the outputs and revisions, in the change's

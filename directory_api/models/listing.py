@@ -17,6 +17,7 @@ from sqlalchemy import (
     func,
     literal,
     select,
+    text,
 )
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -65,6 +66,14 @@ class Listing(IdMixin, ContactMixin, TimestampMixin, db.Model):
         UniqueConstraint("location_id", "kind", "slug"),
         Index("ix_listings_location_kind_name", "location_id", "kind", "name", "id"),
         Index("ix_listings_location_kind_created", "location_id", "kind", "created_at", "id"),
+        # The listings whose outputs are not stored (listing_pages.store_missing_outputs):
+        # found without reading the others, however many.
+        Index(
+            "ix_listings_output_missing",
+            "id",
+            sqlite_where=text("output_json IS NULL"),
+            postgresql_where=text("output_json IS NULL"),
+        ),
         # Substring search (LIKE '%word%') through trigrams, within one location and kind;
         # PostgreSQL only (migrations 0002 and 0005, with pg_trgm and btree_gin).
         Index(

@@ -12,9 +12,11 @@ flush that changes what a listing shows now stores both texts with it
 
 Triggers make a stored output NULL whenever what it shows changes, however the change is
 made: SQL by hand, an older release during a rolling deploy, the app itself (which then
-stores it again in the same flush). So a stored output is never stale, only missing.
-Existing rows start with NULL until `flask listings store-outputs` (or their next change)
-stores them: this migration adds columns and triggers only, in no time at any size.
+stores a listing's again in the same flush; those a category's or social's new slug
+cleared, the worker stores). So a stored output is never stale, only missing. Existing
+rows start with NULL until `flask listings store-outputs` (or the worker, or their next
+change) stores them: this migration adds columns, an index of the rows still to store
+and triggers only, in no time at any size.
 """
 
 # ruff: noqa: S608 (the statements are built from this file's own constants, no input)
@@ -133,6 +135,15 @@ POSTGRESQL_DROP = [
 def upgrade() -> None:
     op.add_column("listings", sa.Column("output_json", sa.Text(), nullable=True))
     op.add_column("listings", sa.Column("output_csv", sa.Text(), nullable=True))
+    # The listings whose outputs are not stored, found without reading the others.
+    missing = sa.text("output_json IS NULL")
+    op.create_index(
+        "ix_listings_output_missing",
+        "listings",
+        ["id"],
+        sqlite_where=missing,
+        postgresql_where=missing,
+    )
     postgresql = op.get_bind().dialect.name == "postgresql"
     for statement in POSTGRESQL if postgresql else SQLITE:
         op.execute(statement)
@@ -145,5 +156,6 @@ def downgrade() -> None:
         drops = [f"DROP TRIGGER IF EXISTS {name}" for name in SQLITE_TRIGGERS]
     for statement in drops:
         op.execute(statement)
+    op.drop_index("ix_listings_output_missing", table_name="listings")
     op.drop_column("listings", "output_csv")
     op.drop_column("listings", "output_json")
