@@ -40,7 +40,6 @@ from bench.run import (
     fresh,
     limits_on,
     run_wrk,
-    seed,
     sign_in,
     start_gunicorn,
 )
@@ -54,7 +53,14 @@ def seeded(reseed: bool) -> str:
     if marker.exists() and not reseed:
         return database_url("postgresql", DATABASE)
     url = database_urls("postgresql", DATABASE)
-    seed(url, filler_locations=0)
+    # In a process of its own: seeding imports config.py in development settings, and
+    # config.py reads the environment once, when first imported (round_trips sets the
+    # production one first, in this process).
+    subprocess.run(
+        [sys.executable, "-c", f"from bench.run import seed; seed({url!r}, filler_locations=0)"],
+        cwd=ROOT,
+        check=True,
+    )
     marker.touch()
     return url
 
