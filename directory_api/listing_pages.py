@@ -141,8 +141,8 @@ CSV_LINES = select(func.coalesce(_listings.c.output_csv, COMPUTED_CSV)).select_f
     _with_subcategory(_listings)
 )
 
-# The outputs of the listings `criteria` select, stored in one statement: the cells in a
-# subquery (OFFSET 0: each is written once, sql.csv_lines_of), updated from it. A row's
+# The outputs of listings by id, stored in one statement (`store_outputs`): the cells in
+# a subquery (OFFSET 0: each is written once, sql.csv_lines_of), updated from it. A row's
 # updatedAt is not an edit's, and stays.
 _fresh = _listings.alias("fresh")
 _FRESH_ROWS = select(
