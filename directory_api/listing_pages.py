@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     FromClause,
+    Select,
     Table,
     bindparam,
     func,
@@ -114,21 +115,23 @@ def csv_output(listings: FromClause) -> list[Any]:
 
 # Both are stored with the listing (`Listing.output_json`, `Listing.output_csv`) by the
 # flush that changes what they show (`keep_pages`), so that a page or an export reads one
-# text a row; a row whose text is not stored (NULL: written outside the ORM, or before
-# migration 0025) has it written as it is read, with the same expressions.
-_computed = _listings.alias("computed")
-COMPUTED_JSON = (
-    select(json_output(_computed))
-    .select_from(_with_subcategory(_computed))
-    .where(_computed.c.id == _listings.c.id)
-    .scalar_subquery()
-)
-COMPUTED_CSV = csv_lines_of(
-    select(*csv_output(_computed))
-    .select_from(_with_subcategory(_computed))
-    .where(_computed.c.id == _listings.c.id)
-    .correlate(_listings)
-).scalar_subquery()
+# text a row; a row whose text is not stored (NULL: written outside the ORM, cleared by a
+# trigger, or there before migration 0025) has it written as it is read, with the same
+# expressions, over `_written` (an alias: the listings read are the outer statement's).
+_written = _listings.alias("written")
+
+
+def _written_rows(*columns: Any) -> Select:
+    return select(*columns).select_from(_with_subcategory(_written))
+
+
+def _of_listing(rows: Select) -> Select:
+    """`rows` of the listing the outer statement reads."""
+    return rows.where(_written.c.id == _listings.c.id).correlate(_listings)
+
+
+COMPUTED_JSON = _of_listing(_written_rows(json_output(_written))).scalar_subquery()
+COMPUTED_CSV = csv_lines_of(_of_listing(_written_rows(*csv_output(_written)))).scalar_subquery()
 OUTPUT = select(func.coalesce(_listings.c.output_json, COMPUTED_JSON)).select_from(_listings)
 
 # Listings (a page) as their output: one statement whatever their number, and nothing
@@ -141,14 +144,6 @@ CSV_LINES = select(func.coalesce(_listings.c.output_csv, COMPUTED_CSV)).select_f
     _with_subcategory(_listings)
 )
 
-# The outputs of listings by id, stored in one statement (`store_outputs`): the cells in
-# a subquery (OFFSET 0: each is written once, sql.csv_lines_of), updated from it. A row's
-# updatedAt is not an edit's, and stays.
-_fresh = _listings.alias("fresh")
-_FRESH_ROWS = select(
-    _fresh.c.id.label("fresh_id"), json_output(_fresh).label("fresh_json"), *csv_output(_fresh)
-).select_from(_with_subcategory(_fresh))
-
 
 def store_outputs(connection: Connection, ids: Collection[Any]) -> int:
     """Store the outputs of the listings with these ids: how many were stored.
@@ -160,29 +155,41 @@ def store_outputs(connection: Connection, ids: Collection[Any]) -> int:
     locks already. At most STORED_AT_ONCE ids a statement (PostgreSQL binds 65,535
     parameters at most)."""
     stored, ordered = 0, sorted(ids)
+    locks = connection.dialect.name != "sqlite"
     for start in range(0, len(ordered), STORED_AT_ONCE):
         chunk = ordered[start : start + STORED_AT_ONCE]
-        connection.execute(LOCKED, {"ids": chunk})
+        if locks:
+            connection.execute(LOCKED, {"ids": chunk})
         stored += connection.execute(STORE, {"ids": chunk}).rowcount
     return stored
 
 
 STORED_AT_ONCE = 10_000
 _IDS = bindparam("ids", expanding=True)
-# FOR UPDATE is PostgreSQL's; SQLite's writers take turns, and the clause is left out.
+# FOR UPDATE is PostgreSQL's; SQLite's writers take turns (store_outputs does not ask).
 LOCKED = (
     select(_listings.c.id)
     .where(_listings.c.id.in_(_IDS))
     .order_by(_listings.c.id)
     .with_for_update()
 )
-_FRESH_LINES = csv_lines_of(_FRESH_ROWS.where(_fresh.c.id.in_(_IDS)), carry=2).subquery()
+# The outputs of listings by id, stored in one statement: the cells in a subquery (OFFSET
+# 0: each is written once, sql.csv_lines_of), updated from it. A row's updatedAt is not an
+# edit's, and stays.
+_STORED = csv_lines_of(
+    _written_rows(
+        _written.c.id.label("written_id"),
+        json_output(_written).label("written_json"),
+        *csv_output(_written),
+    ).where(_written.c.id.in_(_IDS)),
+    carry=2,
+).subquery()
 STORE = (
     update(_listings)
-    .where(_listings.c.id == _FRESH_LINES.c.fresh_id)
+    .where(_listings.c.id == _STORED.c.written_id)
     .values(
-        output_json=_FRESH_LINES.c.fresh_json,
-        output_csv=list(_FRESH_LINES.c)[2],
+        output_json=_STORED.c.written_json,
+        output_csv=list(_STORED.c)[2],
         updated_at=_listings.c.updated_at,
     )
 )
@@ -239,8 +246,8 @@ def keep_pages(session: Session, _context: object) -> None:
     shows were cleared by the database's triggers if it changed a slug, for the reads to
     write and the worker to store again (`store_missing_outputs`): a rename holds the
     rows it names only as long as clearing them takes."""
-    listing_ids: set[Any] = set()  # whose pages' revisions turn
-    stored_ids: set[Any] = set()  # whose outputs are stored again (new listings' too)
+    changed_ids: set[Any] = set()  # whose pages' revisions turn; their outputs are stored
+    new_ids: set[Any] = set()  # new listings: outputs stored, revisions turned by counts
     every_revision = False
     for changed, rows in (
         ("new", session.new),
@@ -254,22 +261,21 @@ def keep_pages(session: Session, _context: object) -> None:
             key = LISTING_KEYS[table]
             if key is None:
                 every_revision |= changed != "new"  # a new one is on no page yet
-            elif table is not _listings:
-                listing_ids.add(getattr(row, key))
-                stored_ids.add(getattr(row, key))
-            elif changed != "deleted":
-                stored_ids.add(row.id)
-                if changed == "dirty":  # new and deleted ones turn theirs with their counts
-                    listing_ids.add(row.id)
+            elif table is not _listings or changed == "dirty":
+                changed_ids.add(getattr(row, key))
+            elif changed == "new":  # a deleted one turns its revision with its counts
+                new_ids.add(row.id)
+    if not (changed_ids or new_ids or every_revision):
+        return
     connection = session.connection()
-    if stored_ids:
-        store_outputs(connection, stored_ids)
+    if changed_ids or new_ids:
+        store_outputs(connection, changed_ids | new_ids)
     counts = ListingCount.__table__
     if every_revision:  # any page may show it
         connection.execute(counts.update().values(revision=new_revision()))
-    elif listing_ids:
+    elif changed_ids:
         of_listings = select(_listings.c.location_id, _listings.c.kind).where(
-            _listings.c.id.in_(listing_ids)
+            _listings.c.id.in_(changed_ids)
         )
         connection.execute(
             counts.update()

@@ -28,7 +28,7 @@ from .models.reference import Category
 from .platform import reads
 from .platform.errors import abort
 from .platform.extensions import db
-from .platform.sql import holds_text, starts_with_text
+from .platform.sql import holds_text, starts_with_text, text_bound
 from .schemas.fields import CONTROL, CONTROL_CHARACTERS, WHITESPACE
 
 # SQLite's full-text table of listings, which migration 0003 makes by hand and no model
@@ -70,11 +70,6 @@ def refresh_search_of_subcategory(category: Category) -> None:
     """Listings search their subcategory's name too: keep them in step when it is renamed."""
     for listing in db.session.scalars(select(Listing).where(Listing.subcategory_id == category.id)):
         refresh_search_columns(None, None, listing)
-
-
-def escape_like(text: str) -> str:
-    """`%`, `_` and `\\` are literal characters in a search term."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 # How many listings' texts tell how common each trigram is, how long a process trusts what
@@ -206,22 +201,19 @@ class Search(NamedTuple):
 def search_of(term: str) -> Search:
     folded = fold(term)
     words = folded.split()
+    dialect = db.engine.dialect.name  # asked of the engine: the session stays unused
+    values = {f"search_word_{n}": text_bound(word, dialect) for n, word in enumerate(words)}
+    values |= {
+        "search_term": folded,
+        "search_start": text_bound(folded, dialect, start=True),
+        "search_within": text_bound(folded, dialect),
+    }
     trigrams = None
-    if db.engine.dialect.name == "sqlite":  # asked of the engine: the session stays unused
-        # The texts themselves (sql.holds_text, starts_with_text: instr and substr).
-        values = {f"search_word_{n}": word for n, word in enumerate(words)}
-        values |= {"search_term": folded, "search_start": folded, "search_within": folded}
+    if dialect == "sqlite":
         rarest = index_trigrams(words)
         served = None not in rarest
         trigrams = fts_query(rarest)
     else:  # pg_trgm serves a word with three letters or digits in a row ("x.s" it rechecks)
-        whole = escape_like(folded)  # LIKE patterns (sql.holds_text, starts_with_text)
-        values = {f"search_word_{n}": f"%{escape_like(word)}%" for n, word in enumerate(words)}
-        values |= {
-            "search_term": folded,
-            "search_start": f"{whole}%",
-            "search_within": f"%{whole}%",
-        }
         served = all(PG_INDEXED.search(word) for word in words)
     if trigrams is not None:
         values["trigrams"] = trigrams

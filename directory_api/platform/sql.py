@@ -58,6 +58,18 @@ class starts_with_text(FunctionElement):
     inherit_cache = True
 
 
+def escape_like(text: str) -> str:
+    """`%`, `_` and `\\` are literal characters in a LIKE pattern."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def text_bound(text: str, dialect: str, *, start: bool = False) -> str:
+    """What `holds_text` (`start`: `starts_with_text`) binds for `text` on `dialect`."""
+    if dialect == "sqlite":
+        return text
+    return ("" if start else "%") + escape_like(text) + "%"
+
+
 class json_object(FunctionElement):  # lower case: a SQL function
     """A JSON object of alternating keys (literal identifiers) and values, written as the
     service's encoder writes JSON: no space after a colon or a comma, so an answer is the
