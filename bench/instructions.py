@@ -43,6 +43,10 @@ SCENARIOS = {
     "bare_flask": ("GET", "/items/", None),
     # The write anchor (bench/bare_write_app.py): the vote's body stored as one row.
     "bare_write": ("POST", "/writes/", VOTE),
+    # The stack's floor (bench/floor_app.py): the vote and /me with the libraries this
+    # service must use and nothing of its own.
+    "floor_vote": ("POST", "/locations/bench-100k/votes/submit/employer", VOTE),
+    "floor_me": ("GET", "/me/", None),
     "regions": ("GET", "/regions/", None),
     "list_1k": ("GET", "/locations/bench-1k/businesses/?perPage=20", None),
     "list_100k": ("GET", "/locations/bench-100k/businesses/?perPage=20", None),
@@ -64,7 +68,8 @@ SCENARIOS = {
     "vote_hooked": ("POST", "/locations/bench-100k/votes/submit/employer", VOTE),
     "export_1k": ("GET", "/locations/bench-1k/businesses/export.csv", None),
 }
-SIGNED_IN = {"me", "summary_100k"}
+SIGNED_IN = {"me", "summary_100k", "floor_me"}
+FLOORS = {"floor_vote", "floor_me"}
 # Costly requests (a thousand rows; counting 100k votes): fewer requests suffice.
 FEWER = {"export_1k": 3, "summary_100k": 3}
 
@@ -336,6 +341,18 @@ def drive(requests: int, names: list[str], parts: bool = False) -> None:
 
         create_table(os.environ["DATABASE_URL"])
         anchors["bare_write"] = Caller(bare_write.wsgi_app)
+    floor_cookie = ""
+    if FLOORS & set(names):  # its table too
+        from bench.floor_app import create_floor_app, create_table
+
+        create_table(os.environ["DATABASE_URL"])
+        call_floor = Caller(create_floor_app().wsgi_app)
+        anchors.update(dict.fromkeys(FLOORS, call_floor))
+        status, headers, _ = call_floor(
+            call_floor.environ("POST", "/floor/sign-in", {"email": "bench@example.org"}, {})
+        )
+        assert status.startswith("200"), status
+        floor_cookie = headers["Set-Cookie"].split(";")[0]
 
     status, headers, _ = call_service(
         call_service.environ(
@@ -365,7 +382,7 @@ def drive(requests: int, names: list[str], parts: bool = False) -> None:
     for name in names:
         method, path, body = SCENARIOS[name]
         caller = anchors.get(name, call_service)
-        extra = {"Cookie": cookie} if name in SIGNED_IN else {}
+        extra = {"Cookie": floor_cookie if name in FLOORS else cookie} if name in SIGNED_IN else {}
         if name == "me_bearer":  # the same request by a script: its token, no cookie
             extra = {"Authorization": bearer}
         if name == "revalidate_1k":
@@ -589,6 +606,16 @@ def write(
                 f"{kind}: a 304 revalidation costs {r['revalidate_1k'] / r['list_1k_fresh']:.2f} "
                 "of the list page's work (target < 0.25).",
             ]
+        for scenario, floor in (("vote", "floor_vote"), ("me", "floor_me")):
+            if scenario in r and floor in r and "bare_flask" in r:
+                lines += [
+                    "",
+                    f"{kind}: the stack's floor for `{scenario}` (bench/floor_app.py: its "
+                    "libraries alone) is "
+                    f"{r[floor] / r['bare_flask']:.1f} times bare Flask; the service's "
+                    f"{scenario} costs {r[scenario] / r[floor]:.2f} times that floor, "
+                    f"{(r[scenario] - r[floor]) / 1e6:.2f} M more.",
+                ]
         if "vote" in r and "bare_write" in r:
             lines += [
                 "",

@@ -488,9 +488,11 @@ def limits_on(database_url: str, kind: str) -> dict[str, str]:
     }
 
 
-def sign_in(port: int) -> str:
+def sign_in(port: int, path: str = "/auth/login") -> str:
+    """A session cookie for the bench's user: the service's sign-in, or the floor app's
+    (bench/floor_app.py, whose path takes the address alone)."""
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/auth/login",
+        f"http://127.0.0.1:{port}{path}",
         data=json.dumps({"email": "bench@example.org", "password": PASSWORD}).encode(),
         headers={"Content-Type": "application/json"},
     )
@@ -558,7 +560,7 @@ def run_wrk(
 
 
 def scenarios(
-    service: str, bare: str, cookie: str, writes: str, peer: str
+    service: str, bare: str, cookie: str, writes: str, peer: str, floor: str, floor_cookie: str
 ) -> dict[str, tuple[str, dict]]:
     """Each scenario's URL and wrk options."""
     vote_script = OUT / "vote.lua"
@@ -587,6 +589,13 @@ def scenarios(
         # right before the vote in each round: the vote's second ratio is to it.
         "bare_write": (f"{writes}/writes/", {"script": vote_script}),
         "vote": (f"{service}/locations/bench-100k/votes/submit/employer", {"script": vote_script}),
+        # The stack's floor (bench/floor_app.py): the same vote and /me with the libraries
+        # this service must use and none of its own code.
+        "floor_vote": (
+            f"{floor}/locations/bench-100k/votes/submit/employer",
+            {"script": vote_script},
+        ),
+        "floor_me": (f"{floor}/me/", {"headers": (f"Cookie: {floor_cookie}",)}),
         "results_100k": (f"{service}/locations/bench-100k/votes/results", {}),
     }
 
@@ -643,7 +652,7 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
     exports = export_memory(url)
     moderation = bulk_moderation(url)
     env = limits_on(url, kind)
-    service_port, bare_port, writes_port, peer_port = (free_port() for _ in range(4))
+    service_port, bare_port, writes_port, peer_port, floor_port = (free_port() for _ in range(5))
     peer = pocketbase.start(peer_port, f"pocketbase-{kind}.log")
     service = start_gunicorn("wsgi:app", env, service_port, f"gunicorn-{kind}.log")
     bare = start_gunicorn("bench.bare_app:app", env, bare_port, f"gunicorn-bare-{kind}.log")
@@ -653,6 +662,12 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
     writes = start_gunicorn(
         "bench.bare_write_app:app", env, writes_port, f"gunicorn-bare-write-{kind}.log"
     )
+    from bench.floor_app import create_table as create_floor_table
+
+    create_floor_table(url)
+    floor = start_gunicorn(
+        "bench.floor_app:create_floor_app()", env, floor_port, f"gunicorn-floor-{kind}.log"
+    )
     runs: dict[str, list[dict[str, float]]] = {}
     paired: dict[str, list[float]] = {}
     by_cpu: dict[str, list[float]] = {}
@@ -660,7 +675,7 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
     # on PostgreSQL the database servers' for the two that use them (the service, the write
     # anchor). Not for the bare app or PocketBase: what PostgreSQL does after a scenario's
     # run (its checkpointer, autovacuum) would be charged to them.
-    uses_database = {service_port, writes_port} if kind == "postgresql" else set()
+    uses_database = {service_port, writes_port, floor_port} if kind == "postgresql" else set()
     databases = database_servers(url) if uses_database else ()
     servers = {
         port: process.pid
@@ -669,14 +684,24 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
             (bare_port, bare),
             (writes_port, writes),
             (peer_port, peer),
+            (floor_port, floor),
         )
     }
     try:
         pocketbase.seed(f"http://127.0.0.1:{peer_port}", pocketbase.bench_names())
-        service_url, bare_url, writes_url, peer_url = (
-            f"http://127.0.0.1:{port}" for port in (service_port, bare_port, writes_port, peer_port)
+        ports = (service_port, bare_port, writes_port, peer_port, floor_port)
+        service_url, bare_url, writes_url, peer_url, floor_url = (
+            f"http://127.0.0.1:{port}" for port in ports
         )
-        cases = scenarios(service_url, bare_url, sign_in(service_port), writes_url, peer_url)
+        cases = scenarios(
+            service_url,
+            bare_url,
+            sign_in(service_port),
+            writes_url,
+            peer_url,
+            floor_url,
+            sign_in(floor_port, "/floor/sign-in"),
+        )
         ceiling_url, _ = cases["bare_flask"]
 
         def load(target: str, seconds: int, **options: object) -> dict[str, float]:
@@ -704,7 +729,7 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
                     flush=True,
                 )
     finally:
-        for server in (service, bare, writes, peer):
+        for server in (service, bare, writes, peer, floor):
             server.terminate()
             server.wait(timeout=30)
     summary = {
@@ -785,6 +810,19 @@ TARGETS = [
     ("search at 100k, asked again ÷ bare Flask, req/s", "search_100k", ">=", 0.3),
     ("signed-in `GET /me/` ÷ bare Flask, req/s", "me", ">=", 0.55),
     ("vote submission (employer) ÷ bare Flask, req/s", "vote", ">=", 0.35),
+    # The stack's floor against the same targets: where it misses one, so must the service.
+    (
+        "the stack's floor for `/me/` (bench/floor_app.py) ÷ bare Flask, req/s",
+        "floor_me",
+        ">=",
+        0.55,
+    ),
+    (
+        "the stack's floor for a vote (bench/floor_app.py) ÷ bare Flask, req/s",
+        "floor_vote",
+        ">=",
+        0.35,
+    ),
     (
         "fresh list page (1k, 20 by name, with the total) ÷ PocketBase's, req/s",
         "list_1k_fresh/pocketbase_list",
