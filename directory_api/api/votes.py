@@ -158,7 +158,12 @@ def employer_with_history(
     """The employer `slug` names at the location (422 when none), with what `address` did
     before there."""
     several, values = integrity.history_values(address, location.id)
-    row = db.session.execute(EMPLOYER_WITH_HISTORY[several], {**values, "slug": slug}).first()
+    # Plain columns: run on the transaction's connection, past the ORM's loading steps.
+    row = (
+        db.session.connection()
+        .execute(EMPLOYER_WITH_HISTORY[several], {**values, "slug": slug})
+        .first()
+    )
     if row is None:
         employer_or_422(None, slug)
     return integrity.NamedEmployer(*row[:3]), integrity.AddressHistory(*row[3:])
