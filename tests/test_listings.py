@@ -447,6 +447,9 @@ def test_a_search_counts_its_matches_in_the_pass_that_pages_them(client, world, 
     assert [len(pages[page].get_json()["items"]) for page in (1, 3, 4)] == [10, 5, 0]
     assert {pages[page].get_json()["total"] for page in (1, 3, 4)} == {25}
     assert names(pages[3])[0] == "Shop 20"
+    backwards = search(client, kind, "shop", "?perPage=10&page=2&sort=-name").get_json()
+    assert [item["name"] for item in backwards["items"]][::9] == ["Shop 14", "Shop 05"]
+    assert backwards["total"] == 25
     # Pages 1 and 3: one statement each runs the search; page 4, past the end, counts too.
     assert len(searched) == 4, searched
     assert search(client, kind, "nothing-like-it").get_json() == {

@@ -158,7 +158,8 @@ def employer_with_history(
     """The employer `slug` names at the location (422 when none), with what `address` did
     before there."""
     several, values = integrity.history_values(address, location.id)
-    # Plain columns: run on the transaction's connection, past the ORM's loading steps.
+    # Plain columns: run on the transaction's connection, past the ORM's loading steps
+    # (and its autoflush: the submission has added nothing to the session yet).
     row = (
         db.session.connection()
         .execute(EMPLOYER_WITH_HISTORY[several], {**values, "slug": slug})
