@@ -226,7 +226,10 @@ def counted_once(page_ids: Select, clauses: list[Any]) -> Select:
     count(*) OVER () beside an ORDER BY costs SQLite a pass more over the rows (a search's
     statement on bench/run.py's data: 8.63 → 7.70 M instructions); PostgreSQL takes as long
     either way. An order that is not each clause ascending or descending (NULLS FIRST or
-    LAST, say) keeps `with_total`."""
+    LAST, say) keeps `with_total`: NULLs sort here as each database's default puts them,
+    as they did in `page_ids`. Computed once is their planners' choice for a CTE named
+    twice (PostgreSQL's since 12, SQLite's since 3.35), not pinned with `MATERIALIZED`,
+    which PostgreSQL before 12 does not parse; the answers are the same either way."""
     sorts = [sort_of(clause) for clause in clauses]
     if None in sorts:
         return with_total(page_ids)
