@@ -27,11 +27,11 @@ writes = Table(
 )
 
 
-def create_table(url: str) -> None:
-    """The anchor's table, made once before its workers start (two of them making it at
-    once would race: one fails to boot)."""
+def create_table(url: str, table: Table = writes) -> None:
+    """The anchor's table (or another bench anchor's), made once before its workers start
+    (two of them making it at once would race: one fails to boot)."""
     maker = create_engine(database_url(url))
-    writes.create(maker, checkfirst=True)
+    table.create(maker, checkfirst=True)
     maker.dispose()
 
 

@@ -35,9 +35,10 @@ from flask_limiter.util import get_remote_address
 from flask_login import LoginManager, UserMixin, current_user, login_required, login_user
 from flask_session import Session
 from flask_sqlalchemy import SQLAlchemy
-from sqlalchemy import Column, MetaData, Table, create_engine, select
+from sqlalchemy import Column, MetaData, Table, select
 from sqlalchemy.orm import DeclarativeBase
 
+from bench.bare_write_app import create_table as create_anchor_table
 from config import database_url
 from directory_api import _sqlite_pragmas as sqlite_pragmas
 from directory_api.models import Location, User, Vote, VoteType
@@ -62,10 +63,8 @@ class FloorVote(Base):
 
 
 def create_table(url: str) -> None:
-    """Made once, before the app serves (as bare_write_app.create_table)."""
-    maker = create_engine(database_url(url))
-    FloorVote.__table__.create(maker, checkfirst=True)
-    maker.dispose()
+    """Made once, before the app serves (bare_write_app's way)."""
+    create_anchor_table(url, FloorVote.__table__)
 
 
 class FloorUser(UserMixin):
