@@ -345,14 +345,17 @@ def big_location(shared_app) -> Iterator[None]:
 
     try:
         with shared_app.app.app_context():
+            # Each factory commits: made before the bounds are lifted, since a commit ends
+            # the transaction (and may hand the session another pooled connection).
             location = make_location("big")
             cafes = make_category("cafes", parent=make_category("food"))
+            instagram = make_social("instagram")
             with unbounded(db.session.connection()):  # a bulk load, not a request
                 insert_businesses(
                     db.session,
                     location.id,
                     cafes,
-                    make_social("instagram"),
+                    instagram,
                     range(LISTINGS),
                     datetime.now(UTC),
                     name_of=lambda number: f"Business {number}",
