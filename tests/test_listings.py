@@ -714,16 +714,21 @@ def test_search_follows_renames_and_deletes(clients, world, kind):
     assert names(search(client, kind, "harbour diner")) == []
 
 
+def shops_and_a_mill(shops: int) -> None:
+    """A location "big" listing `shops` businesses named "Shop N" and one "Mill"."""
+    location = make_location("big")
+    for number in range(shops):
+        make_listing("business", location, f"shop-{number}", name=f"Shop {number}")
+    make_listing("business", location, "mill", name="Mill")
+
+
 def test_searches_that_read_many_listings_spend_an_allowance_per_address(app_factory):
     """A search for a word most of a large location's listings hold reads them all; anyone
     could send one after another, spelt anew past the kept answers. Those (and only those)
     spend RATELIMIT_BROAD_SEARCHES_PER_IP."""
     app = app_factory(RATELIMIT_BROAD_SEARCHES_PER_IP="2/minute", RATELIMIT_BROAD_SEARCH_ROWS=10)
     with app.app_context():
-        location = make_location("big")
-        for number in range(12):
-            make_listing("business", location, f"shop-{number}", name=f"Shop {number}")
-        make_listing("business", location, "mill", name="Mill")
+        shops_and_a_mill(12)
         # Elsewhere: "shop" is then in under a quarter of all texts, so SQLite's index is
         # asked for it too.
         elsewhere = make_location("elsewhere")
@@ -758,6 +763,34 @@ def test_searches_that_read_many_listings_spend_an_allowance_per_address(app_fac
             assert client.get(path + term, environ_base=elsewhere).get_json()["total"] == 0
         assert_problem(client.get(path + "mill", environ_base=elsewhere), 429)
     assert client.get(path + "mill", environ_base={"REMOTE_ADDR": "10.9.8.8"}).status_code == 200
+
+
+def test_a_search_reads_its_allowance_once_unless_it_spends_it(app_factory, monkeypatch):
+    """The allowance is tested before the work and shown in the headers after it: one read
+    of the store (Redis in production) for both, and a second only after a broad search
+    counted in it (platform/rate_windows.py). The headers show the same figures."""
+    from directory_api.platform.extensions import limiter
+
+    app = app_factory(RATELIMIT_BROAD_SEARCHES_PER_IP="2/minute", RATELIMIT_BROAD_SEARCH_ROWS=3)
+    with app.app_context():
+        shops_and_a_mill(4)
+    client = app.test_client()
+    reads = []
+    read = limiter.storage.get_moving_window
+    monkeypatch.setattr(
+        limiter.storage, "get_moving_window", lambda *args: reads.append(args) or read(*args)
+    )
+
+    def searched(term: str) -> tuple[int, str | None, int]:
+        reads.clear()
+        answer = client.get(f"/locations/big/businesses/search/{term}")
+        return answer.status_code, answer.headers.get("X-RateLimit-Remaining"), len(reads)
+
+    assert searched("mill") == (200, "2", 1)  # narrow: tested, nothing spent
+    assert searched("shop") == (200, "1", 2)  # broad: tested, spent, read again
+    assert searched("mill?perPage=3") == (200, "1", 1)
+    assert searched("shop?page=2") == (200, "0", 2)
+    assert searched("mill?perPage=4") == (429, "0", 1)  # refused: its wait from that read
 
 
 def test_broad_searches_of_both_kinds_spend_one_allowance_once_each(app_factory):

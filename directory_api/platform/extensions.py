@@ -2,7 +2,6 @@
 
 import ipaddress
 
-from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from flask_login import LoginManager
 from flask_mail import Mail
@@ -12,6 +11,7 @@ from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase
 
 from .autogenerate import render_migration_type
+from .rate_windows import ServiceLimiter
 from .reads import ReadAwareSession
 
 # Stable constraint names, so Alembic can alter and drop them on every database.
@@ -63,7 +63,7 @@ def client_network() -> str:
     return str(ipaddress.IPv6Network((ip, 64), strict=False))
 
 
-limiter = Limiter(key_func=client_network)
+limiter = ServiceLimiter(key_func=client_network)
 
 
 def commit_keeping_state() -> None:

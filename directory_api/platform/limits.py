@@ -194,8 +194,9 @@ def app_wide_limits(app: Flask) -> bool:
 
 def adapt_limiter(app: Flask) -> None:
     """Flask-Limiter's hooks as this service needs them, once the limiter is set up: each
-    step finds a hook by the private name Flask-Limiter gives it, so this is the one place
-    to check on an upgrade of Flask-Limiter. If the check before every request is renamed,
+    step finds a hook by the private name Flask-Limiter gives it, so this (with
+    rate_windows.py, for the limiter's own subclass) is the place to check on an upgrade
+    of Flask-Limiter. If the check before every request is renamed,
     the app stops at start (its name is read as an attribute); if the header hook is, it
     stops at start where limits are on (`guard_limit_headers`); if the end-of-request
     reset is, it stays as Flask-Limiter made it: every request pays its time again, and
