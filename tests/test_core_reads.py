@@ -171,3 +171,25 @@ def test_a_token_s_export_holds_one_connection_at_a_time(app, clients, world, pa
         exported.get_data()
         exported.close()
     assert (held["now"], held["most"]) == (0, 1)
+
+
+def test_rows_found_by_a_bound_list_of_any_text(app):
+    """A page's rows are read by the ids its first statement found, bound as one list
+    (sql.among_bound: an array on PostgreSQL, an expanding IN on SQLite): any text is
+    among them as itself, whatever it holds, and one list as long as a whole batch is
+    bound as easily as one id."""
+    from sqlalchemy import bindparam
+
+    from directory_api.models import Category
+    from directory_api.platform.sql import among_bound
+
+    from .factories import make_category
+
+    names = ['Quoted "name"', "Back\\slash", "comma, {brace}", "NULL", "plain"]
+    for number, name in enumerate(names):
+        make_category(f"c-{number}", name)
+    make_category("left-out", "Left out")
+    found = select(Category.name).where(among_bound(Category.name, bindparam("page_ids")))
+    assert sorted(db.session.scalars(found, {"page_ids": [*names, "absent"]})) == sorted(names)
+    assert db.session.scalars(found, {"page_ids": []}).all() == []
+    assert db.session.scalars(found, {"page_ids": ["x"] * 5000 + ["plain"]}).all() == ["plain"]

@@ -21,7 +21,7 @@ from .extensions import db
 from .output import Encoded
 from .pagination import MAX_SORT, Page
 from .recent import RecentlyUsed, request_key
-from .sql import json_of, json_text
+from .sql import among_bound, json_of, json_text
 
 # The statement of a page's rows as their output (`Encoded`), given the page's ids (a
 # SELECT, or BOUND_IDS) and the ORDER BY clauses.
@@ -36,7 +36,7 @@ def encoded_by_id(output: Select, id_column: Any) -> Encode:
     def statement(ids: Any, order: list[Any]) -> Select:
         keys = sort_keys(order)
         stmt = output.add_columns(*(as_stored(c) for c in (keys[0] if keys else ())))
-        return stmt.where(id_column.in_(ids)).order_by(*order)
+        return stmt.where(among(id_column, ids)).order_by(*order)
 
     return statement
 
@@ -189,7 +189,13 @@ def page_statements(
     return PageStatements(page_ids, rows, counting(stmt), keys, from_start)
 
 
-BOUND_IDS = bindparam("page_ids", expanding=True)
+# The page's ids found by a statement of their own, bound as a list (`sql.among_bound`).
+BOUND_IDS = bindparam("page_ids")
+
+
+def among(column: Any, ids: Any) -> Any:
+    """`column` among `ids`: a SELECT's, or those bound (`BOUND_IDS`)."""
+    return among_bound(column, ids) if ids is BOUND_IDS else column.in_(ids)
 
 
 def rows_statement(
@@ -204,7 +210,7 @@ def rows_statement(
     order: their output (`encoded`), or ORM objects with `options`."""
     if encoded is not None:
         return encoded(ids, clauses)
-    return select(entity).where(tiebreak.in_(ids)).options(*options).order_by(*clauses)
+    return select(entity).where(among(tiebreak, ids)).options(*options).order_by(*clauses)
 
 
 def counting(stmt: Select) -> Select:

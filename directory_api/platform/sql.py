@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from marshmallow import Schema, fields, missing
-from sqlalchemy import Select, Table, cast, literal_column, select
+from sqlalchemy import ARRAY, Select, Table, bindparam, cast, literal_column, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.sql.visitors import iterate
@@ -183,6 +183,56 @@ class json_value(FunctionElement):
 
     type = JSON()
     inherit_cache = True
+
+
+class among_bound(FunctionElement):
+    """Whether its first argument (a column) is among the list of values bound under the
+    name of its second (a `bindparam`, never rendered itself): a page's rows by the ids
+    its first statement found.
+
+    PostgreSQL binds the list as one array (`= ANY`), its statement's text the same for any
+    number of values. An expanding IN (SQLite's spelling here) has its text written again
+    at every execution, with one placeholder per value: on a search's statement of 20 rows
+    that was 0.44 M instructions a request (callgrind), a tenth of the request."""
+
+    type = Boolean()
+    inherit_cache = True
+
+
+@compiles(among_bound)
+def _among_bound_expanding(element: Any, compiler: Any, **kw: Any) -> str:
+    column, bound = element.clauses
+    return compiler.process(column.in_(bindparam(bound.key, expanding=True)), **kw)
+
+
+class ArrayText(TypeDecorator):
+    """A list bound as the text of one PostgreSQL array (`{"a","b"}`, each value's text
+    quoted), cast to the array's type in SQL. psycopg's own adaptation of a list asks each
+    value's type in Python: that cost more than the expanding IN it would replace."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> str | None:
+        if value is None:
+            return None
+        return "{" + ",".join(map(array_item, value)) + "}"
+
+
+def array_item(value: Any) -> str:
+    """`value`'s text as an item of a PostgreSQL array's text: quoted, `\\` and `"`
+    escaped (NULL is not an id)."""
+    text = str(value)
+    if "\\" in text or '"' in text:
+        text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+@compiles(among_bound, "postgresql")
+def _among_bound_array(element: Any, compiler: Any, **kw: Any) -> str:
+    column, bound = element.clauses
+    values = cast(bindparam(bound.key, type_=ArrayText()), ARRAY(column.type))
+    return f"{compiler.process(column, **kw)} = ANY ({compiler.process(values, **kw)})"
 
 
 def refuse_dump_hooks(schema: Schema) -> None:
