@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import event, select, text
 from werkzeug.test import Client
 
 from directory_api.models import Location, Region
@@ -193,3 +193,35 @@ def test_rows_found_by_a_bound_list_of_any_text(app):
     assert sorted(db.session.scalars(found, {"page_ids": [*names, "absent"]})) == sorted(names)
     assert db.session.scalars(found, {"page_ids": []}).all() == []
     assert db.session.scalars(found, {"page_ids": ["x"] * 5000 + ["plain"]}).all() == ["plain"]
+
+
+def test_rows_found_by_a_bound_list_are_found_by_their_index(app):
+    """The list is matched along the ids' index, on either database (SQLite would scan
+    every row for `id IN (…) = 1`, as it writes a boolean expression)."""
+    import uuid
+
+    from sqlalchemy import bindparam
+
+    from directory_api.models import Listing
+    from directory_api.platform.sql import among_bound
+
+    listings = Listing.__table__
+    found = select(listings.c.slug).where(among_bound(listings.c.id, bindparam("page_ids")))
+    sent = []
+
+    def keep(_connection, _cursor, statement, parameters, _context, _many) -> None:
+        sent.append((statement, parameters))
+
+    event.listen(db.engine, "before_cursor_execute", keep)
+    try:
+        db.session.execute(found, {"page_ids": [uuid.uuid4() for _ in range(3)]}).all()
+    finally:
+        event.remove(db.engine, "before_cursor_execute", keep)
+    [(statement, parameters)] = sent
+    sqlite = db.engine.dialect.name == "sqlite"
+    if not sqlite:  # few rows: only a scan's refusal shows what the index can serve
+        db.session.execute(text("SET LOCAL enable_seqscan = off"))
+    explain = "EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN "
+    plan = db.session.connection().exec_driver_sql(explain + statement, parameters)
+    plan = " ".join(map(str, plan))
+    assert ("SEARCH listings USING INDEX" in plan) if sqlite else ("Index" in plan), plan

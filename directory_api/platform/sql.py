@@ -15,7 +15,7 @@ from sqlalchemy import ARRAY, Select, Table, bindparam, cast, literal_column, se
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.sql.visitors import iterate
-from sqlalchemy.types import JSON, Boolean, Integer, String, TypeDecorator, Uuid
+from sqlalchemy.types import JSON, Boolean, Integer, NullType, String, TypeDecorator, Uuid
 
 from .output import Timestamp
 from .types import UTCDateTime
@@ -193,9 +193,12 @@ class among_bound(FunctionElement):
     PostgreSQL binds the list as one array (`= ANY`), its statement's text the same for any
     number of values. An expanding IN (SQLite's spelling here) has its text written again
     at every execution, with one placeholder per value: on a search's statement of 20 rows
-    that was 0.44 M instructions a request (callgrind), a tenth of the request."""
+    that was 0.44 M instructions a request (callgrind), a tenth of the request.
 
-    type = Boolean()
+    Untyped: a Boolean would be written `… IN (…) = 1` on SQLite (no native boolean), which
+    its planner cannot serve from the index (a scan of every listing)."""
+
+    type = NullType()
     inherit_cache = True
 
 
