@@ -937,3 +937,32 @@ def test_a_change_forgets_where_pages_started(clients, many, kind):
 def test_a_location_that_is_not_there_is_404_on_every_read(client, kind, rest):
     body = assert_problem(client.get(url(kind, "nowhere", rest)), 404)
     assert body["detail"] == "No location 'nowhere'."
+
+
+def test_a_slow_search_reads_its_allowance_again_once_a_count_expired(app_factory, monkeypatch):
+    """A window kept from the test before the work is read again for the headers when its
+    oldest count expired meanwhile (a slow request): the headers show the allowance now."""
+    import time
+
+    clock = [1000.0]
+    monkeypatch.setattr(time, "time", lambda: clock[0])
+    app = app_factory(RATELIMIT_BROAD_SEARCHES_PER_IP="2/second", RATELIMIT_BROAD_SEARCH_ROWS=3)
+    with app.app_context():
+        shops_and_a_mill(4)
+    slow = []
+
+    # Registered last, so run before Flask-Limiter's header hook: the view's work "took"
+    # the seconds queued.
+    @app.after_request
+    def take_time(response):
+        clock[0] += slow.pop() if slow else 0
+        return response
+
+    client = app.test_client()
+    broad = client.get("/locations/big/businesses/search/shop")  # counted at t=1000.0
+    assert broad.headers["X-RateLimit-Remaining"] == "1"
+    clock[0] = 1000.5
+    slow.append(3.0)  # the count expires while this search runs
+    narrow = client.get("/locations/big/businesses/search/mill")
+    assert narrow.status_code == 200
+    assert narrow.headers["X-RateLimit-Remaining"] == "2"

@@ -224,8 +224,9 @@ def check_only_limited_routes(app: Flask) -> None:
 def headers_if_the_store_answers(
     inject: Callable[[Response], Response], every_route: bool
 ) -> Callable[[Response], Response]:
-    """Flask-Limiter's header hook asks the store again once the answer is made. If the store
-    has failed since (Redis killed mid-request), the answer stands without the headers:
+    """Flask-Limiter's header hook asks the store again once the answer is made (unless the
+    request kept the window it read: rate_windows.py). If the store has failed since (Redis
+    killed mid-request), the answer stands without the headers:
     raised from a hook, the error would turn a 503 (or a 200) into a bare 500 that no
     request log line records. It runs for the routes with a limit (`rate_limited`), or
     for `every_route` where app-wide limits are configured: for any other, it would only

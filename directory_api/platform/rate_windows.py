@@ -7,6 +7,10 @@ the request has not counted in that window meanwhile. Here a window read in a re
 kept by the request until the request counts in it (a hit, which the store must do), so
 the headers show the figures the request was let in by. Another request may count in
 the same window between the two reads either way: the headers are a moment's figures.
+A kept window whose oldest count has expired since (a slow request) is read again, and
+windows are kept by store and key (the in-memory fallback may take over mid-request). A
+store that fails after the test (Redis killed mid-request) no longer costs such an answer
+its headers: they come from the read that let it in.
 
 Only the moving window (the strategy config.py sets) is wrapped; any other stays as
 Flask-Limiter makes it.
@@ -21,6 +25,7 @@ where this service declares none. Both name Flask-Limiter's internals (`LimiterC
 upgrade of Flask-Limiter.
 """
 
+import time
 from typing import Any
 
 from flask import Flask, has_request_context
@@ -32,7 +37,7 @@ from limits import RateLimitItem, WindowStats
 from limits.strategies import MovingWindowRateLimiter, RateLimiter
 
 # Kept on Flask's request context, which goes with the request.
-WINDOWS = "_rate_windows"  # the windows the request read, by their keys in the store
+WINDOWS = "_rate_windows"  # the windows the request read, by store and key
 STATE = "_limiter_state"  # Flask-Limiter's state of the request
 
 
@@ -45,7 +50,7 @@ def kept_by_request(name: str, make: type) -> Any:
     return found
 
 
-def windows_read() -> dict[str, WindowStats] | None:
+def windows_read() -> dict[tuple[int, str], WindowStats] | None:
     """The windows this request has read, or None outside a request."""
     return kept_by_request(WINDOWS, dict) if has_request_context() else None
 
@@ -61,9 +66,11 @@ class MovingWindowReadOnce(MovingWindowRateLimiter):
         windows = windows_read()
         if windows is None:
             return super().get_window_stats(item, *identifiers)
-        key = item.key_for(*identifiers)
+        key = self.kept_as(item, identifiers)
         window = windows.get(key)
-        if window is None:
+        # A window whose oldest count has expired since (a slow request) is read again:
+        # its figures, and the wait the headers derive from them, have changed.
+        if window is None or window.reset_time <= time.time():
             window = windows[key] = super().get_window_stats(item, *identifiers)
         return window
 
@@ -75,11 +82,15 @@ class MovingWindowReadOnce(MovingWindowRateLimiter):
         self.forget(item, identifiers)
         super().clear(item, *identifiers)
 
-    @staticmethod
-    def forget(item: RateLimitItem, identifiers: tuple[str, ...]) -> None:
+    def kept_as(self, item: RateLimitItem, identifiers: tuple[str, ...]) -> tuple[int, str]:
+        """A window's name among those kept: its store's (the in-memory fallback may take
+        over mid-request) and its key there."""
+        return id(self.storage), item.key_for(*identifiers)
+
+    def forget(self, item: RateLimitItem, identifiers: tuple[str, ...]) -> None:
         windows = windows_read()
         if windows:
-            windows.pop(item.key_for(*identifiers), None)
+            windows.pop(self.kept_as(item, identifiers), None)
 
 
 class ServiceLimitManager(LimitManager):
@@ -103,13 +114,15 @@ class ServiceLimiter(Limiter):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Each limiter's state of a request its own, as Flask-Limiter keeps it.
+        self._state = f"{STATE}_{id(self)}"
         # The manager Flask-Limiter made, its class swapped: it keeps every attribute its
         # constructor gave it (the exemptions are the limiter's own dicts, read live).
         self.limit_manager.__class__ = ServiceLimitManager
 
     @property
     def context(self) -> LimiterContext:
-        return kept_by_request(STATE, LimiterContext)
+        return kept_by_request(self._state, LimiterContext)
 
     @property
     def limiter(self) -> RateLimiter:
