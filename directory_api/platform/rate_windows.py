@@ -18,9 +18,8 @@ Flask-Limiter makes it.
 And two steps of Flask-Limiter's, done as it does them for less (callgrind, a search on
 PostgreSQL: 0.19 and 0.14 M instructions a request before): its state of the request,
 found through Flask's request proxy two or three times each of the ten times it is asked
-for; and
-the exemptions of the route and its blueprints, worked out with enum flags twice a request
-where this service declares none. Both name Flask-Limiter's internals (`LimiterContext`,
+for; and the exemptions of the route and its blueprints, worked out with enum flags twice
+a request where this service declares none. Both name Flask-Limiter's internals (`LimiterContext`,
 `LimitManager.exemption_scope`): with adapt_limiter (limits.py), the places to check on an
 upgrade of Flask-Limiter.
 """
