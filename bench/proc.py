@@ -44,3 +44,27 @@ def tree_seconds(pid: int) -> float:
         if ticks(pid, REAPED) == before:
             return (ticks(pid) + before + live) / TICK
     sys.exit(f"the CPU time of process {pid} kept changing under its reads")
+
+
+def connections_by_worker(master: int, port: int) -> list[int]:
+    """How the established connections to `port` are spread over the children of `master`
+    (gunicorn's workers), most first; empty for a server without children (PocketBase).
+    Each connection is the socket a worker holds open (its inode in /proc/net/tcp)."""
+    established = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].rpartition(":")[2], 16)
+            if local_port == port and fields[3] == "01":  # 01: ESTABLISHED
+                established.add(fields[9])
+    spread = []
+    for child in Path(f"/proc/{master}/task/{master}/children").read_text().split():
+        held = 0
+        for descriptor in Path(f"/proc/{child}/fd").iterdir():
+            try:
+                target = os.readlink(descriptor)
+            except OSError:  # closed meanwhile
+                continue
+            held += target.startswith("socket:[") and target[8:-1] in established
+        spread.append(held)
+    return sorted(spread, reverse=True)

@@ -27,6 +27,7 @@ import urllib.request
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -521,6 +522,17 @@ def database_servers(database_url: str) -> tuple[int, ...]:
     return proc.parent_of(backend), int(store.info("server")["process_id"])
 
 
+# wrk's connections are kept alive, and gunicorn's workers race to accept them when wrk
+# starts: all four land on one worker in about one run in eight, which serves them alone
+# (one core for the whole load, its threads contending for one GIL): bare Flask measured
+# 1,100-1,400 req/s so and 2,000-3,200 otherwise, CPU 0.80-0.98 ms a request against
+# 0.55-0.82 (bench/WALLTIME.md, section 6). Production never meets that: nginx opens a
+# connection a request (deploy/nginx.conf, no upstream keepalive). Such a run is started
+# again, PLACEMENT_SETTLES seconds in, up to PLACEMENT_TRIES times in all.
+PLACEMENT_SETTLES = 0.5
+PLACEMENT_TRIES = 5
+
+
 def run_wrk(
     wrk: str,
     url: str,
@@ -530,10 +542,12 @@ def run_wrk(
     databases: tuple[int, ...] = (),
     script: Path | None = None,
     headers: tuple[str, ...] = (),
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """wrk against `url`: req/s and latencies; given the process `server` that serves it,
     also the CPU milliseconds per request spent by the server's processes and by those of
-    the database servers whose main processes `databases` names (`database_servers`)."""
+    the database servers whose main processes `databases` names (`database_servers`), and
+    how wrk's connections were spread over its workers (`spread`, e.g. "3+1"; a run with
+    all of them on one worker is run again)."""
     command = [wrk, "-t1", "-c4", f"-d{duration}s", "--latency", url]
     for header in headers:
         command[1:1] = ["-H", header]
@@ -541,8 +555,20 @@ def run_wrk(
         command[1:1] = ["-s", str(script)]
 
     counted = (server, *databases) if server is not None else ()
-    before = sum(proc.tree_seconds(pid) for pid in counted)
-    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    port = urlsplit(url).port
+    for attempt in range(1, PLACEMENT_TRIES + 1):
+        before = sum(proc.tree_seconds(pid) for pid in counted)
+        load = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        time.sleep(PLACEMENT_SETTLES)
+        spread = proc.connections_by_worker(server, port) if server is not None else []
+        if len(spread) > 1 and spread[0] == sum(spread) > 0 and attempt < PLACEMENT_TRIES:
+            load.kill()  # every connection on one worker: not how production is loaded
+            load.wait()
+            continue
+        output, _ = load.communicate()
+        if load.returncode:
+            sys.exit(f"{url}: wrk failed ({load.returncode})\n{output}")
+        break
     cpu = sum(proc.tree_seconds(pid) for pid in counted) - before
     served = re.search(r"(\d+) requests in", output)
     requests = int(served.group(1)) if served else 0
@@ -556,7 +582,14 @@ def run_wrk(
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
     if errors:
         sys.exit(f"{url}: {errors.group(1)} error responses\n{output}")
-    return {"rps": rps, "p50": latency[50], "p99": latency[99], "cpu": 1000 * cpu / requests}
+    return {
+        "rps": rps,
+        "p50": latency[50],
+        "p99": latency[99],
+        "cpu": 1000 * cpu / requests,
+        "spread": "+".join(map(str, spread)) or "-",
+        "tries": attempt,
+    }
 
 
 def scenarios(
@@ -668,7 +701,7 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
     floor = start_gunicorn(
         "bench.floor_app:create_floor_app()", env, floor_port, f"gunicorn-floor-{kind}.log"
     )
-    runs: dict[str, list[dict[str, float]]] = {}
+    runs: dict[str, list[dict[str, Any]]] = {}
     paired: dict[str, list[float]] = {}
     by_cpu: dict[str, list[float]] = {}
     # Which process serves each port: its CPU time is counted for each run against it, and
@@ -704,7 +737,7 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
         )
         ceiling_url, _ = cases["bare_flask"]
 
-        def load(target: str, seconds: int, **options: object) -> dict[str, float]:
+        def load(target: str, seconds: int, **options: object) -> dict[str, Any]:
             port = urlsplit(target).port
             counted = databases if port in uses_database else ()
             return run_wrk(wrk, target, seconds, servers[port], databases=counted, **options)
@@ -725,7 +758,8 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
                     f"  round {round_number} {name:14} {result['rps']:8.0f} req/s "
                     f"(bare {ceiling['rps']:6.0f}: {paired[name][-1]:.2f})  "
                     f"p50 {result['p50']:6.2f} ms  CPU {result['cpu']:.3f} ms "
-                    f"(bare {ceiling['cpu']:.3f}: {by_cpu[name][-1]:.2f})",
+                    f"(bare {ceiling['cpu']:.3f}: {by_cpu[name][-1]:.2f})  "
+                    f"connections {result['spread']} (bare {ceiling['spread']})",
                     flush=True,
                 )
     finally:
@@ -928,7 +962,10 @@ def write_results(all_results: dict[str, dict], duration: int, rounds: int) -> P
         "sessions and limits), under gunicorn with its own settings (2 gthread workers); "
         "the ceiling, bench/bare_app.py, is a separate minimal Flask app answering the same "
         "20 items, under the same gunicorn settings beside it. wrk: 1 thread, 4 connections, "
-        f"{duration} s per run on loopback. {rounds} rounds; in each, every scenario runs "
+        f"{duration} s per run on loopback; a run whose 4 connections all landed on one "
+        "worker is started again (`PLACEMENT_TRIES`: production's nginx opens a connection "
+        "a request, and never loads one worker alone; bench/WALLTIME.md, section 6). "
+        f"{rounds} rounds; in each, every scenario runs "
         "right after a run of the bare app, and its ratio is to that run. Figures are the "
         "rounds' medians. A scenario named `_fresh` asks its page by a URL no request used "
         "lately (the page number zero-padded anew each time): it measures the page's work. "
