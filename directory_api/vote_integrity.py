@@ -289,8 +289,9 @@ def earliest_same_vote(vote: Vote) -> uuid.UUID | None:
     for what `vote` is for: its employer, or with none linked, the same business name
     (case-folded).
 
-    The first match is found in the database along the address's index, so one address
-    with thousands of votes costs no more than one with a few.
+    For an employer, the match is the first entry of the address-and-employer index
+    (migration 0026), so one address with thousands of votes for it costs no more than
+    one with a few; without one, the address's earlier unlinked votes are each compared.
     """
     if vote.email_hash is None:
         return None

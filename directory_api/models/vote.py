@@ -93,6 +93,11 @@ class Vote(IdMixin, TimestampMixin, db.Model):
         Index("ix_votes_receipt_expires_at", "receipt_expires_at"),
         # The receipt cap counts an address's recent votes (vote_integrity.py).
         Index("ix_votes_email_hash_created", "email_hash", "created_at"),
+        # A new vote's original: its address's earliest vote for that employer, the first
+        # entry here however many votes the address made (migration 0026).
+        Index(
+            "ix_votes_email_hash_employer_created", "email_hash", "employer_id", "created_at", "id"
+        ),
     )
 
     location_id: Mapped[uuid.UUID] = foreign_id("locations", ondelete="RESTRICT")
