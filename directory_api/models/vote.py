@@ -91,8 +91,15 @@ class Vote(IdMixin, TimestampMixin, db.Model):
             sqlite_where=text("redacted_at IS NULL"),
         ),
         Index("ix_votes_receipt_expires_at", "receipt_expires_at"),
-        # The receipt cap counts an address's recent votes (vote_integrity.py).
-        Index("ix_votes_email_hash_created", "email_hash", "created_at"),
+        # The receipt allowance counts an address's receipts of the day (vote_integrity.py):
+        # its entries alone, however many votes the address made (migration 0027).
+        Index(
+            "ix_votes_email_hash_receipts",
+            "email_hash",
+            "created_at",
+            postgresql_where=text("receipt_token_hash IS NOT NULL"),
+            sqlite_where=text("receipt_token_hash IS NOT NULL"),
+        ),
         # A new vote's original: its address's earliest vote for that employer, the first
         # entry here however many votes the address made (migration 0026).
         Index(
