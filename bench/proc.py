@@ -59,8 +59,12 @@ def connections_by_worker(master: int, port: int) -> list[int]:
                 established.add(fields[9])
     spread = []
     for child in Path(f"/proc/{master}/task/{master}/children").read_text().split():
+        try:
+            descriptors = list(Path(f"/proc/{child}/fd").iterdir())
+        except OSError:  # the worker exited meanwhile (recycled): it holds none
+            continue
         held = 0
-        for descriptor in Path(f"/proc/{child}/fd").iterdir():
+        for descriptor in descriptors:
             try:
                 target = os.readlink(descriptor)
             except OSError:  # closed meanwhile

@@ -533,6 +533,12 @@ PLACEMENT_SETTLES = 0.5
 PLACEMENT_TRIES = 5
 
 
+def placed(result: dict[str, Any]) -> str:
+    """Where a run's connections landed, and on which try (`run_wrk`), for the log."""
+    tries = result["tries"]
+    return result["spread"] + (f", try {tries}" if tries > 1 else "")
+
+
 def run_wrk(
     wrk: str,
     url: str,
@@ -759,7 +765,7 @@ def bench_database(kind: str, wrk: str, duration: int, rounds: int, reseed: bool
                     f"(bare {ceiling['rps']:6.0f}: {paired[name][-1]:.2f})  "
                     f"p50 {result['p50']:6.2f} ms  CPU {result['cpu']:.3f} ms "
                     f"(bare {ceiling['cpu']:.3f}: {by_cpu[name][-1]:.2f})  "
-                    f"connections {result['spread']} (bare {ceiling['spread']})",
+                    f"connections {placed(result)} (bare {placed(ceiling)})",
                     flush=True,
                 )
     finally:
