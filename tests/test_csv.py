@@ -149,6 +149,9 @@ def owner(app, harbour):
     return signed_in(app, user.email)
 
 
+WRITES = ("INSERT", "UPDATE", "DELETE")
+
+
 def import_csv(client, text: str, query: str = "", kind: str = "businesses"):
     return client.post(
         f"/locations/harbour/{kind}/import{query}", data=text.encode(), content_type="text/csv"
@@ -156,11 +159,18 @@ def import_csv(client, text: str, query: str = "", kind: str = "businesses"):
 
 
 def test_an_export_imports_unchanged(client, owner):
+    """And writes nothing: no row, no social link replaced by its copy, no audit entry."""
     exported = client.get(BUSINESSES + "export.csv").get_data(as_text=True)
-    response = import_csv(owner, exported)
+    assert any(row["socials"] for row in csv.DictReader(io.StringIO(exported)))
+    etag = client.get(BUSINESSES).headers["ETag"]
+    with statements_run() as run:
+        response = import_csv(owner, exported)
     assert response.status_code == 200, response.get_json()
     assert response.get_json() == {"created": 0, "updated": 0, "unchanged": 130, "dryRun": False}
+    writes = [s.sql for s in run if s.sql.lstrip().upper().startswith(WRITES)]
+    assert writes == []
     assert client.get(BUSINESSES + "export.csv").get_data(as_text=True) == exported
+    assert client.get(BUSINESSES).headers["ETag"] == etag
 
 
 def test_rows_update_by_slug_and_create_the_rest(client, owner):

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from flask import Blueprint, Response, current_app, g
 from marshmallow import ValidationError
-from sqlalchemy import Row, Select, bindparam, select
+from sqlalchemy import Row, Select, bindparam, inspect, select
 from sqlalchemy.orm import joinedload, selectinload
 
 from ..access import located
@@ -179,6 +179,29 @@ def plan_import(
         plans.append((target, data))
     name_new_rows(model, location, plans, unnamed, errors)
     return plans
+
+
+def differing(target: Listing, data: dict[str, Any]) -> dict[str, Any]:
+    """What of an import row's `data` differs from what `target` holds (as `plan_import`
+    loaded it: its columns and its socials; the subcategory by its id, never loaded). A
+    row that changes nothing then assigns nothing: its listing stays clean, with nothing
+    to write (its socials are not replaced by equal copies) or to compare at the commit.
+    A value told apart here that the audit log's measure finds equal is still counted
+    unchanged (`changed_fields`)."""
+    loaded = inspect(target).dict
+    changes = {}
+    for field, value in data.items():
+        if field == "socials":
+            same = [(link.social_id, link.url) for link in target.socials] == [
+                (link.social.id, link.url) for link in value
+            ]
+        elif field == "subcategory":
+            same = target.subcategory_id == (value.id if value is not None else None)
+        else:
+            same = field in loaded and loaded[field] == value
+        if not same:
+            changes[field] = value
+    return changes
 
 
 def name_new_rows(
@@ -432,13 +455,13 @@ def listings_blueprint(
                 created += 1
                 if not args["dry_run"]:  # its slug chosen already (name_new_rows)
                     db.session.add(model(**data))
-            else:
+            elif changes := differing(target, data):
                 # Applied in a dry run too, to tell a row that changes something from one
                 # that changes nothing (the audit log's measure); rolled back below. No
                 # flush in between (replacing the socials loads the old ones), which would
                 # leave nothing pending to compare.
                 with db.session.no_autoflush:
-                    apply_changes(target, data)
+                    apply_changes(target, changes)
                     updated += bool(changed_fields(target))
         if args["dry_run"]:
             db.session.rollback()
