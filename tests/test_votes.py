@@ -633,6 +633,7 @@ def test_submissions_are_rate_limited_per_ip(app_factory):
         assert first.status_code == 202
         assert first.headers["X-RateLimit-Limit"] == "2"
         assert first.headers["X-RateLimit-Remaining"] == "1"
+        assert "Retry-After" not in first.headers  # accepted: nothing to wait for
         assert submit(client, "employer").status_code == 201
         limited = submit(client, "btob")
         assert_problem(limited, 429)

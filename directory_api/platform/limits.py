@@ -18,6 +18,7 @@ from .extensions import client_network, limiter
 
 log = logging.getLogger(__name__)
 LIMIT_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
+RETRY_STATUSES = (429, 503)  # the answers a `Retry-After` is kept on
 
 
 def configured(name: str) -> Callable[[], str]:
@@ -245,6 +246,11 @@ def headers_if_the_store_answers(
         # could say 59 where the detail says "1 minute". The detail's number stands.
         if response.status_code == 429 and (wait := g.get("retry_after")) is not None:
             response.headers["Retry-After"] = str(wait)
+        # And it adds one to every answer: on a vote's 201 "Retry-After: 3600" would tell a
+        # client to wait when nothing was refused. It means something on a 429 or a 503
+        # (RFC 9110, 10.2.3); the X-RateLimit-* headers say the rest.
+        elif response.status_code not in RETRY_STATUSES:
+            response.headers.pop("Retry-After", None)
         return response
 
     return add_limit_headers
