@@ -188,9 +188,14 @@ def rate_limited(view: View) -> View:
     return say_of_view(view, RATE_LIMITED)
 
 
+# Flask-Limiter's settings of limits checked before every request, not by a route's own.
+APP_WIDE = ("RATELIMIT_DEFAULT", "RATELIMIT_APPLICATION", "RATELIMIT_META")
+
+
 def app_wide_limits(app: Flask) -> bool:
-    """Whether app-wide or default limits were configured (this service declares none)."""
-    return bool(app.config.get("RATELIMIT_DEFAULT") or app.config.get("RATELIMIT_APPLICATION"))
+    """Whether app-wide, default or meta limits (a client that breached limits too often
+    turned away from every route) were configured (this service declares none)."""
+    return any(app.config.get(name) for name in APP_WIDE)
 
 
 def adapt_limiter(app: Flask) -> None:
