@@ -29,7 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import Select, bindparam, func, inspect, select, update
+from sqlalchemy import bindparam, func, inspect, select, update
 from sqlalchemy.orm import Session
 
 from .credentials import new_token, presented_hash
@@ -316,11 +316,11 @@ def earliest_same_vote(vote: Vote) -> uuid.UUID | None:
     return next((other.id for other in unlinked if other.business_name.casefold() == name), None)
 
 
-# Built once, their values bound: the earlier employer votes of an address; for an
-# employer (`_for_employer`), which names its location, or unlinked at a location.
+# Built once, their values bound: the earlier votes of an address at a location.
 _earlier = tuple(
     select(Vote.id)
     .where(
+        Vote.location_id == bindparam("location_id"),
         by_address,
         Vote.type == VoteType.EMPLOYER,
         Vote.id.is_distinct_from(bindparam("vote_id")),  # None before its first flush
@@ -328,24 +328,11 @@ _earlier = tuple(
     .order_by(Vote.created_at, Vote.id)
     for by_address in BY_ADDRESS
 )
-
-
-def _for_employer(earlier: Select, employer: Any) -> Select:
-    """The earliest of `earlier` for `employer` (a value or a column). Not narrowed by the
-    location as well: then PostgreSQL could walk the location's votes by time instead of
-    taking the first entry of 0026's index, and it did, for an address holding many of the
-    votes (expecting its vote for this employer among the first rows), every vote of the
-    location read when the address had none for it (tests/test_vote_integrity.py)."""
-    return earlier.where(Vote.employer_id == employer).limit(1)
-
-
 EARLIEST_FOR_EMPLOYER = tuple(
-    _for_employer(earlier, bindparam("employer_id")) for earlier in _earlier
+    earlier.where(Vote.employer_id == bindparam("employer_id")).limit(1) for earlier in _earlier
 )
 EARLIER_UNLINKED = tuple(
-    earlier.add_columns(Vote.business_name).where(
-        Vote.location_id == bindparam("location_id"), Vote.employer_id.is_(None)
-    )
+    earlier.add_columns(Vote.business_name).where(Vote.employer_id.is_(None))
     for earlier in _earlier
 )
 
@@ -387,7 +374,7 @@ class AddressHistory:
 def history_columns(employer: Any, several: bool) -> tuple[Any, Any]:
     """An address's `AddressHistory` as two columns of a statement that reads `employer` (a
     column), by its one hash or by `several`; bound by `history_values`."""
-    earliest = _for_employer(_earlier[several], employer)
+    earliest = _earlier[several].where(Vote.employer_id == employer).limit(1)
     return earliest.scalar_subquery(), RECEIPTS_SINCE[several].scalar_subquery()
 
 
