@@ -89,6 +89,15 @@ def statements_run() -> Iterator[list[Executed]]:
         event.remove(Engine, "before_cursor_execute", record)
 
 
+def query_plan(statement: str, parameters: Any) -> str:
+    """The plan the database makes for a statement `statements_run` saw, one line a row:
+    SQLite's EXPLAIN QUERY PLAN, PostgreSQL's EXPLAIN, in the test's session."""
+    sqlite = db.engine.dialect.name == "sqlite"
+    explain = "EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN "
+    plan = db.session.connection().exec_driver_sql(explain + statement, parameters)
+    return "\n".join(map(str, plan))
+
+
 def assert_problem(response, status: int) -> dict:
     """An RFC 9457 problem answer with `status` (API.md 1); returns its body."""
     assert response.status_code == status, response.get_data(as_text=True)
@@ -214,8 +223,11 @@ class SharedApp:
         self.limiter_storage = limiter.storage
 
     def take_back_the_limiter(self) -> None:
-        """Flask-Limiter is one object with one storage: the last app built set it."""
+        """Flask-Limiter is one object with one storage: the last app built set it. Its meta
+        limits too, which init_app keeps once set (a process serves one app; this one
+        builds many): cleared, they are the shared app's again (it sets none)."""
         if limiter.storage is not self.limiter_storage or not limiter.enabled:
+            limiter._meta_limits = []
             limiter.init_app(self.app)
             self.limiter_storage = limiter.storage
 

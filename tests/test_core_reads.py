@@ -12,6 +12,7 @@ from directory_api.models import Location, Region
 from directory_api.platform import reads
 from directory_api.platform.extensions import db
 
+from .conftest import query_plan
 from .factories import PASSWORD, make_listing, make_location, make_region
 
 REGIONS = Region.__table__
@@ -221,7 +222,5 @@ def test_rows_found_by_a_bound_list_are_found_by_their_index(app):
     sqlite = db.engine.dialect.name == "sqlite"
     if not sqlite:  # few rows: only a scan's refusal shows what the index can serve
         db.session.execute(text("SET LOCAL enable_seqscan = off"))
-    explain = "EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN "
-    plan = db.session.connection().exec_driver_sql(explain + statement, parameters)
-    plan = " ".join(map(str, plan))
+    plan = query_plan(statement, parameters)
     assert ("SEARCH listings USING INDEX" in plan) if sqlite else ("Index" in plan), plan

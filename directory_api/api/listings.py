@@ -14,7 +14,7 @@ from sqlalchemy import Row, Select, bindparam, inspect, select
 from sqlalchemy.orm import joinedload, selectinload
 
 from ..access import located
-from ..audit import changed_fields
+from ..audit import changed_fields, shown
 from ..endpoints import Access, Unlocated, endpoint
 from ..listing_pages import CSV_LINES, listings_output
 from ..models import (
@@ -183,22 +183,17 @@ def plan_import(
 
 def differing(target: Listing, data: dict[str, Any]) -> dict[str, Any]:
     """What of an import row's `data` differs from what `target` holds (as `plan_import`
-    loaded it: its columns and its socials; the subcategory by its id, never loaded). A
-    row that changes nothing then assigns nothing: its listing stays clean, with nothing
-    to write (its socials are not replaced by equal copies) or to compare at the commit.
-    A value told apart here that the audit log's measure finds equal is still counted
-    unchanged (`changed_fields`)."""
+    loaded it: its columns and its socials; the subcategory by its id, never loaded), by
+    the audit log's measure (`audit.shown`). A row that changes nothing then assigns
+    nothing: its listing stays clean, with nothing to write (its socials are not replaced
+    by equal copies) or to compare at the commit."""
     loaded = inspect(target).dict
     changes = {}
     for field, value in data.items():
-        if field == "socials":
-            same = [(link.social_id, link.url) for link in target.socials] == [
-                (link.social.id, link.url) for link in value
-            ]
-        elif field == "subcategory":
+        if field == "subcategory":
             same = target.subcategory_id == (value.id if value is not None else None)
         else:
-            same = field in loaded and loaded[field] == value
+            same = field in loaded and shown(loaded[field]) == shown(value)
         if not same:
             changes[field] = value
     return changes
