@@ -1,7 +1,8 @@
-"""The stack's floor (issue 36): a separate, minimal Flask app doing what a public vote and a
-signed-in `GET /me/` cannot do without, with the libraries this service must use
-(Flask-Limiter, marshmallow, Flask-SQLAlchemy's ORM, Flask-Session, Flask-Login), each
-set up the way its own documentation shows, and none of this service's code on the way.
+"""The stack's floor (issue 36): a separate, minimal Flask app doing what a public vote, a
+signed-in `GET /me/` and a fresh list page cannot do without, with the libraries this
+service must use (Flask-Limiter, marshmallow, Flask-SQLAlchemy's ORM, Flask-Session,
+Flask-Login), each set up the way its own documentation shows, and none of this service's
+code on the way.
 
 Where bench/bare_app.py is what Flask costs and bench/bare_write_app.py what one row
 costs, this is what the chosen stack costs for the same answers before any feature of
@@ -18,6 +19,12 @@ only by dropping one of those libraries from the request.
 - `GET /me/`: the server-side session read from the service's store (Redis or files, as
   Flask-Session keeps them), Flask-Login's user loaded through the ORM by the session's
   token, dumped by the service's `UserOut` (no roles). No sealing, no security headers.
+- `GET /locations/<slug>/businesses/?page=&perPage=`: one statement through
+  Flask-SQLAlchemy's session: the page's businesses by name, each as the output the
+  service stores with it (its JSON, migration 0025: the floor writes no JSON of its own),
+  with their location found by slug and their stored total; the body joined around them.
+  No ETag, no validation of the query, no page links, no kept answers, no log line. A
+  page past the last is answered as empty with a total of 0 (the bench asks none).
 
 The service's session listeners (stored counts, audit, webhooks: registered on SQLAlchemy's
 `Session` class) see this app's flushes too when both run in one process (the instruction
@@ -35,13 +42,13 @@ from flask_limiter.util import get_remote_address
 from flask_login import LoginManager, UserMixin, current_user, login_required, login_user
 from flask_session import Session
 from flask_sqlalchemy import SQLAlchemy
-from sqlalchemy import Column, MetaData, Table, select
+from sqlalchemy import Column, MetaData, Table, bindparam, select
 from sqlalchemy.orm import DeclarativeBase
 
 from bench.bare_write_app import create_table as create_anchor_table
 from config import database_url
 from directory_api import _sqlite_pragmas as sqlite_pragmas
-from directory_api.models import Location, User, Vote, VoteType
+from directory_api.models import Listing, ListingCount, Location, User, Vote, VoteType
 from directory_api.schemas.users import UserOut
 from directory_api.schemas.votes import EmployerSubmission
 
@@ -65,6 +72,23 @@ class FloorVote(Base):
 def create_table(url: str) -> None:
     """Made once, before the app serves (bare_write_app's way)."""
     create_anchor_table(url, FloorVote.__table__)
+
+
+# A location's page of businesses, their stored outputs, and their stored total (built once;
+# the location by a subquery, so that its id is a constant of the page's index scan).
+_LOCATION = select(Location.id).where(Location.slug == bindparam("slug")).scalar_subquery()
+LIST_PAGE = (
+    select(
+        Listing.output_json,
+        select(ListingCount.total)
+        .where(ListingCount.location_id == _LOCATION, ListingCount.kind == "business")
+        .scalar_subquery(),
+    )
+    .where(Listing.location_id == _LOCATION, Listing.kind == "business")
+    .order_by(Listing.name, Listing.id)
+    .limit(bindparam("limit"))
+    .offset(bindparam("offset"))
+)
 
 
 class FloorUser(UserMixin):
@@ -152,6 +176,17 @@ def create_floor_app() -> Flask:
         user = current_user.user
         user.roles_read = []
         return jsonify(shown.dump(user))
+
+    @app.get("/locations/<slug>/businesses/")
+    def businesses(slug: str):
+        page, per_page = int(request.args.get("page", 1)), int(request.args.get("perPage", 20))
+        rows = db.session.execute(
+            LIST_PAGE, {"slug": slug, "limit": per_page, "offset": (page - 1) * per_page}
+        ).all()
+        total = rows[0][1] if rows else 0
+        items = ",".join(output for output, _ in rows)
+        body = f'{{"items":[{items}],"page":{page},"perPage":{per_page},"total":{total}}}'
+        return app.response_class(body, mimetype="application/json")
 
     @app.post("/floor/sign-in")
     def sign_in():

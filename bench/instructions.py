@@ -43,10 +43,11 @@ SCENARIOS = {
     "bare_flask": ("GET", "/items/", None),
     # The write anchor (bench/bare_write_app.py): the vote's body stored as one row.
     "bare_write": ("POST", "/writes/", VOTE),
-    # The stack's floor (bench/floor_app.py): the vote and /me with the libraries this
-    # service must use and nothing of its own.
+    # The stack's floor (bench/floor_app.py): the vote, /me and a list page with
+    # the libraries this service must use and nothing of its own.
     "floor_vote": ("POST", "/locations/bench-100k/votes/submit/employer", VOTE),
     "floor_me": ("GET", "/me/", None),
+    "floor_list": ("GET", "/locations/bench-1k/businesses/?perPage=20", None),
     "regions": ("GET", "/regions/", None),
     "list_1k": ("GET", "/locations/bench-1k/businesses/?perPage=20", None),
     "list_100k": ("GET", "/locations/bench-100k/businesses/?perPage=20", None),
@@ -69,7 +70,7 @@ SCENARIOS = {
     "export_1k": ("GET", "/locations/bench-1k/businesses/export.csv", None),
 }
 SIGNED_IN = {"me", "summary_100k", "floor_me"}
-FLOORS = {"floor_vote", "floor_me"}
+FLOORS = {"floor_vote", "floor_me", "floor_list"}
 # Costly requests (a thousand rows; counting 100k votes): fewer requests suffice.
 FEWER = {"export_1k": 3, "summary_100k": 3}
 
@@ -608,7 +609,11 @@ def write(
                 f"{kind}: a 304 revalidation costs {r['revalidate_1k'] / r['list_1k_fresh']:.2f} "
                 "of the list page's work (target < 0.25).",
             ]
-        for scenario, floor in (("vote", "floor_vote"), ("me", "floor_me")):
+        for scenario, floor in (
+            ("vote", "floor_vote"),
+            ("me", "floor_me"),
+            ("list_1k_fresh", "floor_list"),
+        ):
             if scenario in r and floor in r and "bare_flask" in r:
                 lines += [
                     "",
