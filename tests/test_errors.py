@@ -178,3 +178,11 @@ def test_an_unreachable_rate_limit_store_is_503(app_factory):
         "/auth/login", json={"email": "a@example.com", "password": "x"}
     )
     assert_problem(response, 503)
+
+
+def test_an_unreachable_rate_limit_store_is_503_before_any_route_with_meta_limits(app_factory):
+    """With RATELIMIT_META set, Flask-Limiter asks the store before every request: a store
+    that does not answer is a 503 problem there too, not a 500."""
+    app = app_factory(RATELIMIT_META="2/hour", RATELIMIT_STORAGE_URI="redis://127.0.0.1:1/0")
+    body = assert_problem(app.test_client().get("/regions/"), 503)
+    assert "store" in body["detail"]
