@@ -516,10 +516,10 @@ def database_servers(database_url: str) -> tuple[int, ...]:
     import psycopg
     import redis
 
-    with psycopg.connect(database_url) as db:
-        backend = db.execute("SELECT pg_backend_pid()").fetchone()[0]
+    with psycopg.connect(database_url) as db:  # its backend is read while it is there
+        server = proc.parent_of(db.execute("SELECT pg_backend_pid()").fetchone()[0])
     store = redis.Redis.from_url(REDIS_URL)
-    return proc.parent_of(backend), int(store.info("server")["process_id"])
+    return server, int(store.info("server")["process_id"])
 
 
 # wrk's connections are kept alive, and gunicorn's workers race to accept them when wrk
