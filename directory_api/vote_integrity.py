@@ -29,7 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import bindparam, func, inspect, select, update
+from sqlalchemy import Select, bindparam, func, inspect, select, update
 from sqlalchemy.orm import Session
 
 from .credentials import new_token, presented_hash
@@ -316,7 +316,8 @@ def earliest_same_vote(vote: Vote) -> uuid.UUID | None:
     return next((other.id for other in unlinked if other.business_name.casefold() == name), None)
 
 
-# Built once, their values bound: the earlier votes of an address at a location.
+# Built once, their values bound: the earlier votes of an address at a location, in no
+# order yet (each use below orders them).
 _earlier = tuple(
     select(Vote.id).where(
         Vote.location_id == bindparam("location_id"),
@@ -328,27 +329,24 @@ _earlier = tuple(
 )
 
 
-def _earliest_for(employer: Any, several: bool) -> Any:
-    """The first of an address's earlier votes for `employer` (a bound value or a column),
-    in the order of 0026's index, which alone can give it.
+def _earliest_for(earlier: Select, employer: Any) -> Select:
+    """The first of `earlier` for `employer` (a bound value or a column), by time.
 
-    The employer is matched as a range of one value, not by `=`: PostgreSQL drops an
-    ORDER BY column that `=` makes constant, and ordered by time alone, any index by time
-    (the location's, the table's) serves the LIMIT. For an address holding many of the
-    votes, it expected the first match among the first few entries of those, and walked
-    all the location's votes when the address had none for this employer (3 ms at 6,000
-    votes, tests/test_vote_integrity.py). Ordered by employer first, only 0026's index
-    (address, employer, time) gives the order without a sort."""
+    The employer is matched as a range of one value, and ordered by first: matched by `=`,
+    PostgreSQL drops it from the order, and an index by time alone (the location's, the
+    table's) may serve the LIMIT, walking all the location's votes for an address that
+    has none for this employer (tests/test_vote_integrity.py, the flooding address). So
+    ordered, for one address hash, only 0026's index (address, employer, time) gives the
+    order; for several (a key being rotated), their entries for the employer are sorted."""
     return (
-        _earlier[several]
-        .where(Vote.employer_id.between(employer, employer))
+        earlier.where(Vote.employer_id.between(employer, employer))
         .order_by(Vote.employer_id, Vote.created_at, Vote.id)
         .limit(1)
     )
 
 
 EARLIEST_FOR_EMPLOYER = tuple(
-    _earliest_for(bindparam("employer_id"), several) for several in (False, True)
+    _earliest_for(earlier, bindparam("employer_id")) for earlier in _earlier
 )
 EARLIER_UNLINKED = tuple(
     earlier.add_columns(Vote.business_name)
@@ -396,7 +394,7 @@ def history_columns(employer: Any, several: bool) -> tuple[Any, Any]:
     """An address's `AddressHistory` as two columns of a statement that reads `employer` (a
     column), by its one hash or by `several`; bound by `history_values`."""
     return (
-        _earliest_for(employer, several).scalar_subquery(),
+        _earliest_for(_earlier[several], employer).scalar_subquery(),
         RECEIPTS_SINCE[several].scalar_subquery(),
     )
 

@@ -758,7 +758,8 @@ def test_an_address_s_earliest_vote_for_an_employer_is_read_from_one_index(app, 
     [(statement, parameters)] = [
         (executed.sql, executed.parameters)
         for executed in run
-        if "ORDER BY votes.created_at" in executed.sql and "FROM listings" in executed.sql
+        if "ORDER BY votes.employer_id, votes.created_at" in executed.sql
+        and "FROM listings" in executed.sql
     ]
     assert db.session.get(Vote, uuid.UUID(new_id)).duplicate_of_id == first.id
     plan = query_plan(statement, parameters)
@@ -812,4 +813,5 @@ def test_a_flooding_address_s_next_vote_reads_its_own_entries(app, client, harbo
     plan = query_plan(statement, parameters)
     assert "ix_votes_email_hash_receipts" in plan, plan
     assert "ix_votes_email_hash_employer_created" in plan, plan
-    assert "ix_votes_location_created" not in plan and "ix_votes_created_at" not in plan, plan
+    for by_time in ("ix_votes_location_created", "ix_votes_created_at", "ix_votes_unredacted"):
+        assert by_time not in plan, plan
